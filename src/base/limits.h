@@ -1,0 +1,18 @@
+// Named limits that turn hostile or absurd input into clean errors instead of crashes or hangs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memsnap::limits {
+
+inline constexpr std::size_t kMaxNestingDepth = 512;             // containers inside containers
+inline constexpr std::size_t kMaxStackValues = 1u << 28;         // values on the pickle VM stack
+inline constexpr std::size_t kMaxMemoEntries = 1u << 30;         // memo slots (real files: millions)
+inline constexpr std::size_t kMaxMemoIndexGap = 1u << 20;        // BINPUT may skip ahead at most this
+inline constexpr std::size_t kMaxStringBytes = 1u << 30;         // one str/bytes object
+inline constexpr std::size_t kMaxIntBytes = 64;                  // LONG1/LONG4 payload
+inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zstd output
+inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items in all containers
+
+}  // namespace memsnap::limits

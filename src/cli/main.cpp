@@ -1,0 +1,141 @@
+// memsnap's command line: analyze a snapshot, dump its raw contents, or print capture recipes.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+#include <new>
+#include <string>
+
+#include "analysis/analyze.h"
+#include "base/error.h"
+#include "base/format_bytes.h"
+#include "model/load.h"
+#include "report/capture.h"
+#include "report/dump.h"
+#include "report/json_report.h"
+#include "report/text_report.h"
+
+namespace {
+
+constexpr int kExitInput = 1;
+constexpr int kExitUsage = 2;
+
+int input_error(const std::string& path, const std::string& message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "memsnap: error: %s: %s\n", path.c_str(), message.c_str());
+  return kExitInput;
+}
+
+bool write_output(const std::string& text, const std::string& out_path) {
+  if (out_path.empty() || out_path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return true;
+  }
+  std::FILE* f = std::fopen(out_path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// Runs `body`, turning every failure into the one-line error and exit status 1.
+template <typename Fn>
+int guarded(const std::string& path, Fn&& body) {
+  try {
+    return body();
+  } catch (const memsnap::InputError& e) {
+    return input_error(path, e.what());
+  } catch (const std::bad_alloc&) {
+    return input_error(path, "ran out of memory while reading; retry with a smaller --max-trace-events or on a machine with more memory");
+  } catch (const std::exception& e) {
+    return input_error(path, fmt::format("internal error ({}); please report it with the file", e.what()));
+  }
+}
+
+int run_dump(int argc, char** argv) {
+  CLI::App app{"memsnap dump: write a snapshot's raw contents as JSON Lines", "memsnap dump"};
+  std::string path, what;
+  std::uint64_t max_events = 1'000'000;
+  app.add_option("PATH", path, "snapshot file")->required();
+  app.add_option("--what", what, "segments|blocks|trace|frames|settings|annotations")->required()
+      ->check(CLI::IsMember({"segments", "blocks", "trace", "frames", "settings", "annotations"}));
+  app.add_option("--max-trace-events", max_events, "keep only the newest N trace events per device");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  return guarded(path, [&] {
+    const auto loaded = memsnap::load_snapshot(path, {max_events});
+    memsnap::write_dump(loaded.snapshot, *memsnap::parse_dump_what(what), stdout);
+    return 0;
+  });
+}
+
+int run_capture(int argc, char** argv) {
+  CLI::App app{"memsnap capture: print ready-to-paste snapshot capture recipes", "memsnap capture"};
+  bool oom = false, diff = false;
+  app.add_flag("--oom", oom, "dump a snapshot automatically when CUDA runs out of memory");
+  app.add_flag("--diff", diff, "capture a pair of snapshots to diff with --diff");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  const std::string text = memsnap::capture_recipe(oom ? memsnap::CaptureKind::Oom
+                                                       : diff ? memsnap::CaptureKind::Diff : memsnap::CaptureKind::Minimal);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+int run_analyze(int argc, char** argv) {
+  CLI::App app{"memsnap: analyze a PyTorch CUDA memory snapshot (pickle or JSON, optionally gzip/zstd)\n"
+               "  memsnap PATH            analyze one snapshot\n"
+               "  memsnap dump PATH --what segments|blocks|trace|frames|settings|annotations\n"
+               "  memsnap capture [--oom | --diff]",
+               "memsnap"};
+  std::string path, diff_path, format = "text", out_path, device_used;
+  std::uint64_t max_events = 1'000'000;
+  int top = 10;
+  app.add_option("PATH", path, "snapshot file (pickle or JSON, optionally gzip/zstd) or a directory of per-rank snapshots");
+  app.add_option("--diff", diff_path, "a later snapshot of the same run to compare with");
+  app.add_option("--max-trace-events", max_events, "keep only the newest N trace events per device (default 1000000)");
+  app.add_option("--device-used", device_used, "device memory in use seen outside PyTorch, e.g. 81920MiB or 80GiB");
+  app.add_option("--format", format, "text|json|html")->check(CLI::IsMember({"text", "json", "html"}));
+  app.add_option("-o,--output", out_path, "write the report to FILE instead of standard output");
+  app.add_option("--top", top, "number of top allocation sites to list")->check(CLI::Range(1, 1000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  if (path.empty()) {
+    const std::string text = memsnap::capture_recipe(memsnap::CaptureKind::NoPath);
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    return kExitUsage;
+  }
+  if (!device_used.empty() && !memsnap::parse_size(device_used)) {
+    std::fprintf(stderr, "memsnap: error: --device-used %s: not a size; use bytes or a unit such as 81920MiB or 80GiB\n",
+                 device_used.c_str());
+    return kExitUsage;
+  }
+  return guarded(path, [&] {
+    const auto loaded = memsnap::load_snapshot(path, {max_events});
+    const auto analysis = memsnap::analyze(loaded);
+    std::string text;
+    if (format == "json") text = memsnap::json_report(loaded, analysis).dump(2) + "\n";
+    else text = memsnap::text_report(loaded, analysis);
+    if (!write_output(text, out_path)) {
+      std::fprintf(stderr, "memsnap: error: %s: cannot write the report; check the directory exists and is writable\n",
+                   out_path.c_str());
+      return kExitInput;
+    }
+    return 0;
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "dump") return run_dump(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "capture") return run_capture(argc - 1, argv + 1);
+  return run_analyze(argc, argv);
+}

@@ -1,0 +1,382 @@
+// SnapshotBuilder: validates the snapshot's fields, interns frames and stacks, keeps the newest
+// N trace events per device, and counts what it tolerated (unknown keys and actions).
+#include "model/builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace memsnap {
+namespace {
+
+constexpr std::uint32_t kFrameTag = 1;
+constexpr std::uint32_t kStackTag = 2;
+constexpr std::size_t kMaxDevices = 4096;
+
+template <typename Fn>
+void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
+  const Value* key = nullptr;
+  for (const Value& v : doc.items(dict)) {
+    if (!key) {
+      key = &v;
+      continue;
+    }
+    fn(key->kind == Kind::Str ? key->str() : std::string_view(), v);
+    key = nullptr;
+  }
+}
+
+[[noreturn]] void bad_field(const std::string& where, const Value& v, const char* expected) {
+  if (v.kind == Kind::Released) {
+    throw InputError(fmt::format("{} reuses an object in a way no PyTorch snapshot does", where), kRecaptureRemedy);
+  }
+  throw InputError(fmt::format("{} is a {}, expected {}", where, kind_name(v.kind), expected), kRecaptureRemedy);
+}
+
+std::uint64_t as_size(const Value& v, const char* where) {
+  if (v.kind == Kind::Int && v.i >= 0) return static_cast<std::uint64_t>(v.i);
+  if (v.kind == Kind::UInt) return v.u;
+  if (v.kind == Kind::Int) bad_field(where, v, "a non-negative int");
+  bad_field(where, v, "an int");
+}
+
+std::int64_t as_int(const Value& v, const char* where) {
+  if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.i;
+  if (v.kind == Kind::UInt) return static_cast<std::int64_t>(v.u);  // raw stream pointers may exceed 2^63
+  bad_field(where, v, "an int");
+}
+
+BlockState parse_state(std::string_view s) {
+  if (s == "active_allocated") return BlockState::ActiveAllocated;
+  if (s == "active_pending_free" || s == "active_awaiting_free") return BlockState::ActivePendingFree;
+  if (s == "inactive") return BlockState::Inactive;
+  return BlockState::Unknown;
+}
+
+nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
+  if (depth > 64) return "<nested too deep>";
+  switch (v.kind) {
+    case Kind::None: return nullptr;
+    case Kind::Bool: return v.i != 0;
+    case Kind::Int: return v.i;
+    case Kind::UInt: return v.u;
+    case Kind::BigInt: return "<int wider than 64 bits>";
+    case Kind::Float: return v.f;
+    case Kind::Str: case Kind::Bytes: return std::string(v.str());
+    case Kind::Dict: {
+      auto obj = nlohmann::ordered_json::object();
+      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1); });
+      return obj;
+    }
+    case Kind::List: case Kind::Tuple: case Kind::Set: {
+      auto arr = nlohmann::ordered_json::array();
+      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1));
+      return arr;
+    }
+    case Kind::Interned: case Kind::Released: return "<shared object>";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string value_to_json(const Value& v, const Document& doc) {
+  return to_json(v, doc, 0).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events)
+    : snap_(snapshot), max_events_(std::max<std::uint64_t>(max_trace_events, 1)) {
+  snap_.strings.clear();
+  intern("");
+}
+
+StrId SnapshotBuilder::intern(std::string_view s) {
+  if (auto it = string_index_.find(s); it != string_index_.end()) return it->second;
+  const auto id = static_cast<StrId>(snap_.strings.size());
+  snap_.strings.emplace_back(s);
+  string_index_.emplace(std::string(s), id);
+  return id;
+}
+
+FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
+  if (v.kind == Kind::Interned && v.aux == kFrameTag) return static_cast<FrameId>(v.u);
+  if (v.kind != Kind::Dict) bad_field("a stack frame", v, "a dict with filename, name and line");
+  if (v.index < frame_cache_.size() && frame_cache_[v.index]) return frame_cache_[v.index] - 1;
+  Frame f;
+  for_each_pair(doc, v, [&](std::string_view key, const Value& val) {
+    if (key == "filename" && val.is_str()) f.filename = intern(val.str());
+    else if (key == "name" && val.is_str()) f.name = intern(val.str());
+    else if (key == "line" && (val.kind == Kind::Int || val.kind == Kind::UInt)) f.line = val.as_int();
+  });
+  FrameId id;
+  if (auto it = frame_index_.find({f.filename, f.name, f.line}); it != frame_index_.end()) {
+    id = it->second;
+  } else {
+    id = static_cast<FrameId>(snap_.frames.size());
+    snap_.frames.push_back(f);
+    frame_index_.emplace(FrameKey{f.filename, f.name, f.line}, id);
+  }
+  if (v.index >= frame_cache_.size()) frame_cache_.resize(std::max<std::size_t>(v.index + 1, frame_cache_.size() * 2), 0);
+  frame_cache_[v.index] = id + 1;
+  return id;
+}
+
+StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const char* where) {
+  if (v.kind == Kind::Interned && v.aux == kStackTag) return static_cast<StackId>(v.u);
+  if (v.kind == Kind::None) return kNoStack;
+  if (v.kind != Kind::List && v.kind != Kind::Tuple) bad_field(where, v, "a list of frames");
+  if (v.index < stack_cache_.size() && stack_cache_[v.index]) return stack_cache_[v.index] - 1;
+  scratch_.clear();
+  for (const Value& item : doc.items(v)) scratch_.push_back(frame_of(item, doc));
+  StackId id = kNoStack;
+  if (!scratch_.empty()) {
+    std::string key(reinterpret_cast<const char*>(scratch_.data()), scratch_.size() * sizeof(FrameId));
+    if (auto it = stack_index_.find(key); it != stack_index_.end()) {
+      id = it->second;
+    } else {
+      id = static_cast<StackId>(snap_.stack_count());
+      snap_.stack_frames.insert(snap_.stack_frames.end(), scratch_.begin(), scratch_.end());
+      snap_.stack_offsets.push_back(static_cast<std::uint32_t>(snap_.stack_frames.size()));
+      stack_index_.emplace(std::move(key), id);
+    }
+  }
+  if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
+  stack_cache_[v.index] = id + 1;
+  return id;
+}
+
+std::optional<Value> SnapshotBuilder::converted(std::uint64_t index) {
+  if (index < stack_cache_.size() && stack_cache_[index]) return Value::interned(kStackTag, stack_cache_[index] - 1);
+  if (index < frame_cache_.size() && frame_cache_[index]) return Value::interned(kFrameTag, frame_cache_[index] - 1);
+  return std::nullopt;
+}
+
+void SnapshotBuilder::released(std::uint64_t first) {
+  if (first < stack_cache_.size()) std::fill(stack_cache_.begin() + static_cast<std::ptrdiff_t>(first), stack_cache_.end(), 0);
+  if (first < frame_cache_.size()) std::fill(frame_cache_.begin() + static_cast<std::ptrdiff_t>(first), frame_cache_.end(), 0);
+}
+
+DeviceTrace& SnapshotBuilder::trace_for(std::size_t device) {
+  if (device >= kMaxDevices) {
+    throw InputError(fmt::format("device_traces lists {} devices, more than memsnap's limit of {}", device + 1, kMaxDevices),
+                     kRecaptureRemedy);
+  }
+  if (device >= snap_.device_traces.size()) {
+    snap_.device_traces.resize(device + 1);
+    ring_next_.resize(device + 1, 0);
+  }
+  return snap_.device_traces[device];
+}
+
+void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {
+  ++snap_.unknown_keys[fmt::format("{}.{}", object, key)];
+}
+
+void SnapshotBuilder::trace_entry(std::size_t device, const Value& entry, const Document& doc) {
+  DeviceTrace& trace = trace_for(device);
+  if (entry.kind != Kind::Dict) bad_field(fmt::format("device_traces[{}][{}]", device, trace.total), entry, "a dict");
+  TraceEvent e;
+  for_each_pair(doc, entry, [&](std::string_view key, const Value& v) {
+    if (key == "action") {
+      if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
+      e.action = parse_action(v.str());
+      if (e.action == Action::Unknown) ++snap_.unknown_actions[std::string(v.str())];
+    } else if (key == "addr" || key == "device_free") {
+      e.addr = static_cast<std::uint64_t>(as_int(v, "a trace entry's addr"));
+    } else if (key == "size") {
+      e.size = as_size(v, "a trace entry's size");
+    } else if (key == "stream") {
+      e.stream = as_int(v, "a trace entry's stream");
+    } else if (key == "time_us") {
+      e.time_us = as_int(v, "a trace entry's time_us");
+      e.has_time = true;
+    } else if (key == "frames") {
+      e.stack = stack_of(v, doc, "a trace entry's frames");
+    } else if (key != "compile_context" && key != "user_metadata" && key != "internal_metadata" && key != "pool_id" &&
+               key != "forward_frames" && key != "category") {
+      count_unknown("trace_entry", key);
+    }
+  });
+  ++trace.total;
+  if (trace.events.size() < max_events_) {
+    trace.events.push_back(e);
+    return;
+  }
+  std::size_t& next = ring_next_[device];
+  trace.events[next] = e;
+  next = (next + 1) % trace.events.size();
+  ++trace.dropped;
+}
+
+void SnapshotBuilder::finish(const Document& doc) {
+  const Value& root = doc.root;
+  if (root.kind == Kind::List) {
+    snap_.top_level_list = true;
+    read_segments(root, doc);
+  } else if (root.kind == Kind::Dict) {
+    read_root_dict(doc);
+  } else {
+    throw InputError(fmt::format("the file holds a {}, not a memory snapshot (expected a dict with 'segments' or a "
+                                 "list of segments)",
+                                 kind_name(root.kind)),
+                     "pass the file written by torch.cuda.memory._dump_snapshot() (run `memsnap capture`)");
+  }
+  for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {
+    auto& events = snap_.device_traces[d].events;
+    std::rotate(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(ring_next_[d]), events.end());
+    ring_next_[d] = 0;
+  }
+}
+
+void SnapshotBuilder::read_root_dict(const Document& doc) {
+  bool any_known = false;
+  for_each_pair(doc, doc.root, [&](std::string_view key, const Value& v) {
+    if (key == "segments") {
+      any_known = true;
+      read_segments(v, doc);
+    } else if (key == "device_traces") {
+      any_known = true;
+      snap_.has_device_traces_key = true;
+      read_traces(v, doc);
+    } else if (key == "allocator_settings") {
+      read_settings(v, doc);
+    } else if (key == "external_annotations") {
+      read_annotations(v, doc);
+    } else if (key != "host_segments" && key != "host_traces" && key != "traces") {
+      count_unknown("snapshot", key);
+    }
+  });
+  if (!any_known) {
+    throw InputError("the file holds a dict without 'segments' or 'device_traces', so it is not a CUDA memory snapshot",
+                     "pass the file written by torch.cuda.memory._dump_snapshot() (run `memsnap capture`)");
+  }
+}
+
+void SnapshotBuilder::read_traces(const Value& list, const Document& doc) {
+  if (list.kind != Kind::List) bad_field("device_traces", list, "a list of per-device lists");
+  std::size_t device = 0;
+  for (const Value& per_device : doc.items(list)) {
+    trace_for(device);  // devices with an empty (or streamed) list still count
+    if (per_device.kind != Kind::List) bad_field(fmt::format("device_traces[{}]", device), per_device, "a list");
+    for (const Value& entry : doc.items(per_device)) trace_entry(device, entry, doc);
+    ++device;
+  }
+}
+
+void SnapshotBuilder::read_segments(const Value& list, const Document& doc) {
+  if (list.kind != Kind::List) bad_field("segments", list, "a list");
+  std::size_t index = 0;
+  for (const Value& seg : doc.items(list)) read_segment(seg, doc, index++);
+}
+
+void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::size_t index) {
+  const std::string where = fmt::format("segments[{}]", index);
+  if (dict.kind != Kind::Dict) bad_field(where, dict, "a dict");
+  Segment seg;
+  seg.first_block = static_cast<std::uint32_t>(snap_.blocks.size());
+  bool has_total = false;
+  const Value* blocks = nullptr;
+  for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
+    if (key == "device") seg.device = as_int(v, "a segment's device");
+    else if (key == "address") seg.address = static_cast<std::uint64_t>(as_int(v, "a segment's address"));
+    else if (key == "total_size") { seg.total_size = as_size(v, "a segment's total_size"); has_total = true; }
+    else if (key == "allocated_size") seg.allocated_size = as_size(v, "a segment's allocated_size");
+    else if (key == "active_size") seg.active_size = as_size(v, "a segment's active_size");
+    else if (key == "requested_size") seg.requested_size = as_size(v, "a segment's requested_size");
+    else if (key == "stream") seg.stream = as_int(v, "a segment's stream");
+    else if (key == "segment_type") seg.is_large = !(v.is_str() && v.str() == "small");
+    else if (key == "is_expandable") seg.is_expandable = v.kind == Kind::Bool && v.i != 0;
+    else if (key == "frames") seg.stack = stack_of(v, doc, "a segment's frames");
+    else if (key == "blocks") blocks = &v;
+    else if (key == "segment_pool_id") {
+      if (v.kind == Kind::Tuple || v.kind == Kind::List) {
+        int k = 0;
+        for (const Value& part : doc.items(v)) {
+          if (k < 2) seg.pool_id[k++] = part.as_int();
+        }
+      }
+    } else {
+      count_unknown("segment", key);
+    }
+  });
+  if (!blocks) throw InputError(fmt::format("{} has no 'blocks' list", where), kRecaptureRemedy);
+  if (blocks->kind != Kind::List) bad_field(where + ".blocks", *blocks, "a list");
+  std::uint64_t next_address = seg.address;
+  std::uint64_t block_total = 0;
+  for (const Value& b : doc.items(*blocks)) {
+    read_block(b, doc, next_address);
+    block_total += snap_.blocks.back().size;
+  }
+  seg.block_count = static_cast<std::uint32_t>(snap_.blocks.size() - seg.first_block);
+  if (!has_total) seg.total_size = block_total;
+  snap_.segments.push_back(seg);
+}
+
+void SnapshotBuilder::read_block(const Value& dict, const Document& doc, std::uint64_t& next_address) {
+  if (dict.kind != Kind::Dict) bad_field("a block", dict, "a dict");
+  Block b;
+  bool has_address = false, has_requested = false, has_size = false, has_state = false;
+  const Value* history = nullptr;
+  for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
+    if (key == "address") { b.address = static_cast<std::uint64_t>(as_int(v, "a block's address")); has_address = true; }
+    else if (key == "size") { b.size = as_size(v, "a block's size"); has_size = true; }
+    else if (key == "requested_size") { b.requested_size = as_size(v, "a block's requested_size"); has_requested = true; }
+    else if (key == "state") {
+      if (!v.is_str()) bad_field("a block's state", v, "a str");
+      b.state = parse_state(v.str());
+      if (b.state == BlockState::Unknown) count_unknown("block.state", v.str());
+      has_state = true;
+    } else if (key == "frames") b.stack = stack_of(v, doc, "a block's frames");
+    else if (key == "history") history = &v;
+    else if (key != "forward_frames" && key != "user_metadata") count_unknown("block", key);
+  });
+  if (!has_size) throw InputError("a block has no 'size'", kRecaptureRemedy);
+  if (!has_state) throw InputError("a block has no 'state'", kRecaptureRemedy);
+  if (!has_address) b.address = next_address;
+  next_address = b.address + b.size;
+  if (history && history->kind == Kind::List && doc.size(*history) > 0) {
+    const Value& first = *doc.items(*history).begin();
+    if (first.kind == Kind::Dict) {
+      b.from_history = true;
+      for_each_pair(doc, first, [&](std::string_view key, const Value& v) {
+        if (key == "frames") b.stack = stack_of(v, doc, "a block's history frames");
+        else if (key == "real_size" && !has_requested) { b.requested_size = as_size(v, "a history real_size"); has_requested = true; }
+      });
+    }
+  }
+  if (!has_requested) b.requested_size = b.size;
+  snap_.blocks.push_back(b);
+}
+
+void SnapshotBuilder::read_settings(const Value& dict, const Document& doc) {
+  if (dict.kind != Kind::Dict) bad_field("allocator_settings", dict, "a dict");
+  AllocatorSettings& s = snap_.settings;
+  s.present = true;
+  for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
+    if (key == "max_split_size" && v.get_int()) s.max_split_size = *v.get_int();
+    else if (key == "expandable_segments" && v.kind == Kind::Bool) s.expandable_segments = v.i != 0;
+    else if ((key == "PYTORCH_CUDA_ALLOC_CONF" || key == "PYTORCH_ALLOC_CONF") && v.is_str()) s.conf = std::string(v.str());
+  });
+  s.json = value_to_json(dict, doc);
+}
+
+void SnapshotBuilder::read_annotations(const Value& list, const Document& doc) {
+  if (list.kind != Kind::List) bad_field("external_annotations", list, "a list");
+  for (const Value& entry : doc.items(list)) {
+    if (entry.kind != Kind::Dict) continue;
+    Annotation a;
+    for_each_pair(doc, entry, [&](std::string_view key, const Value& v) {
+      if (key == "device") a.device = v.as_int(-1);
+      else if (key == "time_us") a.time_us = v.as_int();
+      else if (key == "name" && v.is_str()) a.name = std::string(v.str());
+      else if (key == "stage" && v.is_str()) a.stage = std::string(v.str());
+    });
+    a.json = value_to_json(entry, doc);
+    snap_.annotations.push_back(std::move(a));
+  }
+}
+
+}  // namespace memsnap

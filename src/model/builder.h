@@ -1,0 +1,71 @@
+// Turns the readers' value tree (and the streamed trace entries) into the Snapshot model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/snapshot.h"
+#include "read/pickle_reader.h"
+#include "read/value.h"
+
+namespace memsnap {
+
+class SnapshotBuilder final : public TraceEntrySink {
+ public:
+  SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events);
+
+  void trace_entry(std::size_t device, const Value& entry, const Document& doc) override;
+  std::optional<Value> converted(std::uint64_t index) override;
+  void released(std::uint64_t first) override;
+
+  // Reads everything not streamed (segments, settings, annotations, unstreamed traces) from the
+  // document's root and puts each device's kept events in chronological order.
+  void finish(const Document& doc);
+
+ private:
+  struct TransparentHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct FrameKey {
+    StrId filename, name;
+    std::int64_t line;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    std::size_t operator()(const FrameKey& k) const {
+      return std::hash<std::uint64_t>{}((std::uint64_t(k.filename) << 32 | k.name) ^ (std::uint64_t(k.line) * 0x9e3779b97f4a7c15ull));
+    }
+  };
+
+  StrId intern(std::string_view s);
+  FrameId frame_of(const Value& v, const Document& doc);
+  StackId stack_of(const Value& v, const Document& doc, const char* where);
+  void read_root_dict(const Document& doc);
+  void read_segments(const Value& list, const Document& doc);
+  void read_segment(const Value& dict, const Document& doc, std::size_t index);
+  void read_block(const Value& dict, const Document& doc, std::uint64_t& next_address);
+  void read_traces(const Value& list, const Document& doc);
+  void read_settings(const Value& dict, const Document& doc);
+  void read_annotations(const Value& list, const Document& doc);
+  DeviceTrace& trace_for(std::size_t device);
+  void count_unknown(const char* object, std::string_view key);
+
+  Snapshot& snap_;
+  std::uint64_t max_events_;
+  std::unordered_map<std::string, StrId, TransparentHash, std::equal_to<>> string_index_;
+  std::unordered_map<FrameKey, FrameId, FrameKeyHash> frame_index_;
+  std::unordered_map<std::string, StackId> stack_index_;
+  std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
+  std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
+  std::vector<std::size_t> ring_next_;      // per device: next slot to overwrite once full
+  std::vector<FrameId> scratch_;
+};
+
+// Serializes a value (settings, annotations) as compact JSON; invalid UTF-8 is replaced.
+std::string value_to_json(const Value& v, const Document& doc);
+
+}  // namespace memsnap

@@ -1,0 +1,36 @@
+// load_snapshot: reader selection by content, streaming trace entries into the builder.
+#include "model/load.h"
+
+#include "model/builder.h"
+#include "read/json_reader.h"
+#include "read/pickle_reader.h"
+#include "read/value.h"
+
+namespace memsnap {
+
+LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, const LoadOptions& options) {
+  LoadedSnapshot out;
+  out.input.path = label;
+  out.input.format = input.format;
+  out.input.compression = input.compression;
+  out.input.bytes = input.file_bytes;
+  Document doc;
+  SnapshotBuilder builder(out.snapshot, options.max_trace_events);
+  if (input.format == Format::Pickle) {
+    const PickleInfo info = read_pickle(input.bytes(), doc, &builder);
+    out.input.pickle_protocol = info.protocol;
+    out.input.trailing_bytes = info.trailing_bytes;
+    builder.finish(doc);
+  } else {
+    JsonReader reader;
+    reader.read(input.bytes(), doc, &builder);
+    builder.finish(doc);
+  }
+  return out;
+}
+
+LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options) {
+  return load_snapshot_bytes(open_input(path), path, options);
+}
+
+}  // namespace memsnap

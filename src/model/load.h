@@ -1,0 +1,35 @@
+// The one call that turns a path into a Snapshot: open, detect, read (streaming), build.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/snapshot.h"
+#include "read/input.h"
+
+namespace memsnap {
+
+struct LoadOptions {
+  std::uint64_t max_trace_events = 1'000'000;  // newest events kept per device
+};
+
+struct InputInfo {
+  std::string path;
+  Format format = Format::Pickle;
+  Compression compression = Compression::None;
+  std::uint64_t bytes = 0;  // on disk
+  int pickle_protocol = 0;
+  std::uint64_t trailing_bytes = 0;
+};
+
+struct LoadedSnapshot {
+  InputInfo input;
+  Snapshot snapshot;
+};
+
+// Throws InputError for anything that cannot be analyzed.
+LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options = {});
+// The same from bytes in memory (tests and fuzzing).
+LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, const LoadOptions& options = {});
+
+}  // namespace memsnap

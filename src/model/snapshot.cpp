@@ -1,0 +1,38 @@
+// Names of the model's enums, as PyTorch spells them.
+#include "model/snapshot.h"
+
+#include <array>
+
+namespace memsnap {
+namespace {
+constexpr std::array<const char*, kActionCount> kActionNames = {
+    "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+    "segment_unmap", "snapshot", "oom", "user_defined", "annotate", "unknown"};
+}  // namespace
+
+const char* block_state_name(BlockState state) {
+  switch (state) {
+    case BlockState::ActiveAllocated: return "active_allocated";
+    case BlockState::ActivePendingFree: return "active_pending_free";
+    case BlockState::Inactive: return "inactive";
+    case BlockState::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+const char* action_name(Action action) { return kActionNames[static_cast<std::size_t>(action)]; }
+
+Action parse_action(std::string_view name) {
+  for (std::size_t i = 0; i + 1 < kActionNames.size(); ++i) {
+    if (name == kActionNames[i]) return static_cast<Action>(i);
+  }
+  return Action::Unknown;
+}
+
+std::int64_t Snapshot::device_count() const {
+  std::int64_t n = static_cast<std::int64_t>(device_traces.size());
+  for (const auto& s : segments) n = std::max<std::int64_t>(n, s.device + 1);
+  return n;
+}
+
+}  // namespace memsnap

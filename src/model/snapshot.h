@@ -1,0 +1,129 @@
+// The snapshot model: segments, blocks, trace events, interned frames and stacks, settings and
+// annotations, plus counters for what the reader tolerated (unknown keys and actions).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memsnap {
+
+using StrId = std::uint32_t;
+using FrameId = std::uint32_t;
+using StackId = std::uint32_t;
+inline constexpr StackId kNoStack = 0;  // stack 0 is the empty stack
+
+enum class BlockState : std::uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Unknown };
+const char* block_state_name(BlockState state);
+
+enum class Action : std::uint8_t {
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,
+  SegmentUnmap,
+  Snapshot,
+  Oom,
+  UserDefined,
+  Annotate,
+  Unknown,
+};
+inline constexpr int kActionCount = static_cast<int>(Action::Unknown) + 1;
+const char* action_name(Action action);
+Action parse_action(std::string_view name);
+
+struct Frame {
+  StrId filename = 0;
+  StrId name = 0;
+  std::int64_t line = 0;
+};
+
+struct Block {
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  std::uint64_t requested_size = 0;
+  BlockState state = BlockState::Unknown;
+  StackId stack = kNoStack;
+  bool from_history = false;  // frames/requested size came from the legacy `history` list
+};
+
+struct Segment {
+  std::int64_t device = 0;
+  std::uint64_t address = 0;
+  std::uint64_t total_size = 0;
+  std::uint64_t allocated_size = 0;
+  std::uint64_t active_size = 0;
+  std::uint64_t requested_size = 0;
+  std::int64_t stream = 0;
+  bool is_large = true;
+  bool is_expandable = false;
+  std::int64_t pool_id[2] = {0, 0};
+  StackId stack = kNoStack;
+  std::uint32_t first_block = 0;  // index into Snapshot::blocks
+  std::uint32_t block_count = 0;
+};
+
+struct TraceEvent {
+  std::uint64_t addr = 0;  // for oom: device_free
+  std::uint64_t size = 0;
+  std::int64_t time_us = 0;
+  std::int64_t stream = 0;
+  StackId stack = kNoStack;
+  Action action = Action::Unknown;
+  bool has_time = false;
+};
+
+struct DeviceTrace {
+  std::vector<TraceEvent> events;  // chronological, at most max_trace_events
+  std::uint64_t total = 0;         // entries in the file for this device
+  std::uint64_t dropped = 0;       // oldest entries not kept (--max-trace-events)
+};
+
+struct Annotation {
+  std::int64_t device = -1;
+  std::int64_t time_us = 0;
+  std::string name;
+  std::string stage;
+  std::string json;  // the whole entry as JSON, for `dump`
+};
+
+struct AllocatorSettings {
+  bool present = false;
+  std::optional<std::int64_t> max_split_size;  // nullopt or -1: unlimited
+  std::optional<bool> expandable_segments;
+  std::string conf;  // PYTORCH_CUDA_ALLOC_CONF string
+  std::string json;  // the whole dict as JSON, for `dump` and reports
+};
+
+struct Snapshot {
+  // Interned strings; id 0 is "".
+  std::vector<std::string> strings;
+  std::vector<Frame> frames;
+  // Stacks: frames of stack s are stack_frames[stack_offsets[s] .. stack_offsets[s+1]), innermost first.
+  std::vector<std::uint32_t> stack_offsets{0, 0};
+  std::vector<FrameId> stack_frames;
+
+  std::vector<Segment> segments;
+  std::vector<Block> blocks;
+  std::vector<DeviceTrace> device_traces;  // index = device
+  bool has_device_traces_key = false;
+  bool top_level_list = false;  // the file held only a list of segments
+  std::vector<Annotation> annotations;
+  AllocatorSettings settings;
+
+  std::map<std::string, std::uint64_t> unknown_keys;     // "segment.foo" -> count
+  std::map<std::string, std::uint64_t> unknown_actions;  // action string -> count
+
+  std::string_view str(StrId id) const { return strings[id]; }
+  std::size_t stack_size(StackId s) const { return stack_offsets[s + 1] - stack_offsets[s]; }
+  const FrameId* stack_begin(StackId s) const { return stack_frames.data() + stack_offsets[s]; }
+  std::size_t stack_count() const { return stack_offsets.size() - 1; }
+  std::int64_t device_count() const;
+};
+
+}  // namespace memsnap

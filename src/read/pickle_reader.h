@@ -1,0 +1,42 @@
+// A data-only pickle reader: protocols 2-5, no object construction, no code execution.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "read/value.h"
+
+namespace memsnap {
+
+// Receives device_traces[d] entries while the file is being read, so that the bulk of a snapshot
+// never has to sit in the value arena at once. Implemented by the snapshot builder.
+class TraceEntrySink {
+ public:
+  virtual ~TraceEntrySink() = default;
+  // One entry of device_traces[device], in file order.
+  virtual void trace_entry(std::size_t device, const Value& entry, const Document& doc) = 0;
+  // Containers with index >= first are about to be dropped. For a memo slot still naming
+  // container `index`, return the converted value to keep there (e.g. an interned stack), or
+  // nullopt to mark it released.
+  virtual std::optional<Value> converted(std::uint64_t index) = 0;
+  virtual void released(std::uint64_t first) = 0;
+};
+
+struct PickleInfo {
+  int protocol = 0;
+  std::size_t stop_offset = 0;     // byte offset of STOP
+  std::size_t trailing_bytes = 0;  // bytes after STOP (tolerated)
+  std::size_t memo_entries = 0;
+  std::size_t streamed_entries = 0;  // trace entries handed to the sink
+};
+
+// Reads one pickle from `bytes` into `doc` (doc.root is set). Throws InputError on anything that
+// is not plain data or is malformed. `sink` may be null (then traces stay in the document).
+PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink);
+
+// The opcode's name for messages ("GLOBAL", "REDUCE", ...), or nullptr for unknown bytes.
+const char* pickle_opcode_name(std::uint8_t op);
+
+}  // namespace memsnap

@@ -1,0 +1,113 @@
+// The value arena shared by the pickle and JSON readers.
+#include "read/value.h"
+
+#include <limits>
+
+#include "base/error.h"
+#include "base/limits.h"
+
+namespace memsnap {
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return "bool";
+    case Kind::Int: case Kind::UInt: case Kind::BigInt: return "int";
+    case Kind::Float: return "float";
+    case Kind::Str: return "str";
+    case Kind::Bytes: return "bytes";
+    case Kind::List: return "list";
+    case Kind::Tuple: return "tuple";
+    case Kind::Dict: return "dict";
+    case Kind::Set: return "set";
+    case Kind::Interned: return "converted object";
+    case Kind::Released: return "released object";
+  }
+  return "?";
+}
+
+std::int64_t Value::as_int(std::int64_t fallback) const {
+  if (kind == Kind::Int) return i;
+  if (kind == Kind::Bool) return i;
+  if (kind == Kind::UInt || kind == Kind::BigInt) return std::numeric_limits<std::int64_t>::max();
+  return fallback;
+}
+
+std::optional<std::int64_t> Value::get_int() const {
+  if (kind == Kind::Int || kind == Kind::Bool) return i;
+  if (kind == Kind::UInt || kind == Kind::BigInt) return std::numeric_limits<std::int64_t>::max();
+  return std::nullopt;
+}
+
+const Value& Items::iterator::operator*() const {
+  const Chunk& c = doc_->chunks_[chunk_];
+  return doc_->items_[c.begin + offset_];
+}
+
+Items::iterator& Items::iterator::operator++() {
+  const Chunk& c = doc_->chunks_[chunk_];
+  if (++offset_ >= c.count) {
+    chunk_ = c.next;
+    offset_ = 0;
+  }
+  return *this;
+}
+
+Value Document::new_container(Kind kind) {
+  Container c;
+  c.kind = kind;
+  containers_.push_back(c);
+  return Value::container(kind, containers_.size() - 1);
+}
+
+void Document::append(const Value& container, const Value* items, std::size_t count) {
+  if (count == 0) return;
+  Container& c = containers_[container.index];
+  if (items_.size() + count > limits::kMaxContainerItems || c.size + count > std::numeric_limits<std::uint32_t>::max()) {
+    throw InputError("the snapshot holds more container items than memsnap's limit (2^31)",
+                     "split the capture (smaller max_entries) or report the file to the memsnap developers");
+  }
+  // Extend the last chunk in place when it ends at the arena's end (the common case).
+  if (c.last_chunk != Container::kNoChunk) {
+    Chunk& last = chunks_[c.last_chunk];
+    if (last.begin + last.count == items_.size()) {
+      items_.insert(items_.end(), items, items + count);
+      last.count += static_cast<std::uint32_t>(count);
+      c.size += static_cast<std::uint32_t>(count);
+      return;
+    }
+  }
+  Chunk chunk;
+  chunk.begin = items_.size();
+  chunk.count = static_cast<std::uint32_t>(count);
+  items_.insert(items_.end(), items, items + count);
+  chunks_.push_back(chunk);
+  const auto id = static_cast<std::uint32_t>(chunks_.size() - 1);
+  if (c.last_chunk == Container::kNoChunk) c.first_chunk = id;
+  else chunks_[c.last_chunk].next = id;
+  c.last_chunk = id;
+  c.size += static_cast<std::uint32_t>(count);
+}
+
+const Value* Document::find(const Value& dict, std::string_view key) const {
+  if (dict.kind != Kind::Dict) return nullptr;
+  bool is_key = true;
+  const Value* found_key = nullptr;
+  for (const Value& v : items(dict)) {
+    if (is_key) {
+      found_key = (v.kind == Kind::Str && v.str() == key) ? &v : nullptr;
+    } else if (found_key) {
+      return &v;
+    }
+    is_key = !is_key;
+  }
+  return nullptr;
+}
+
+void Document::release_to(const Mark& mark) {
+  containers_.resize(mark.containers);
+  chunks_.resize(mark.chunks);
+  items_.resize(mark.items);
+}
+
+}  // namespace memsnap

@@ -1,0 +1,138 @@
+// JSON Lines writers for `memsnap dump`.
+#include "report/dump.h"
+
+#include <fmt/format.h>
+
+#include "report/json_writer.h"
+
+namespace memsnap {
+namespace {
+
+class LineWriter {
+ public:
+  explicit LineWriter(std::FILE* out) : out_(out) {}
+  ~LineWriter() { flush(); }
+  fmt::memory_buffer& buf() { return buf_; }
+  void end_line() {
+    buf_.push_back('\n');
+    if (buf_.size() > (1 << 20)) flush();
+  }
+  void flush() {
+    std::fwrite(buf_.data(), 1, buf_.size(), out_);
+    buf_.clear();
+  }
+
+ private:
+  std::FILE* out_;
+  fmt::memory_buffer buf_;
+};
+
+void append_frames(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
+  b.push_back('[');
+  const FrameId* f = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    if (i) b.push_back(',');
+    const Frame& fr = s.frames[f[i]];
+    fmt::format_to(std::back_inserter(b), "{{\"filename\":");
+    append_json_string(b, s.str(fr.filename));
+    fmt::format_to(std::back_inserter(b), ",\"line\":{},\"name\":", fr.line);
+    append_json_string(b, s.str(fr.name));
+    b.push_back('}');
+  }
+  b.push_back(']');
+}
+
+void dump_segments(const Snapshot& s, LineWriter& w) {
+  for (std::size_t i = 0; i < s.segments.size(); ++i) {
+    const Segment& g = s.segments[i];
+    auto& b = w.buf();
+    fmt::format_to(std::back_inserter(b),
+                   "{{\"index\":{},\"device\":{},\"address\":{},\"total_size\":{},\"allocated_size\":{},"
+                   "\"active_size\":{},\"requested_size\":{},\"stream\":{},\"segment_type\":\"{}\","
+                   "\"segment_pool_id\":[{},{}],\"is_expandable\":{},\"blocks\":{},\"frames\":",
+                   i, g.device, g.address, g.total_size, g.allocated_size, g.active_size, g.requested_size, g.stream,
+                   g.is_large ? "large" : "small", g.pool_id[0], g.pool_id[1], g.is_expandable, g.block_count);
+    append_frames(b, s, g.stack);
+    b.push_back('}');
+    w.end_line();
+  }
+}
+
+void dump_blocks(const Snapshot& s, LineWriter& w) {
+  for (std::size_t i = 0; i < s.segments.size(); ++i) {
+    const Segment& g = s.segments[i];
+    for (std::uint32_t k = 0; k < g.block_count; ++k) {
+      const Block& bl = s.blocks[g.first_block + k];
+      auto& b = w.buf();
+      fmt::format_to(std::back_inserter(b),
+                     "{{\"device\":{},\"segment\":{},\"address\":{},\"size\":{},\"requested_size\":{},"
+                     "\"state\":\"{}\",\"stack\":{},\"frames\":",
+                     g.device, i, bl.address, bl.size, bl.requested_size, block_state_name(bl.state), bl.stack);
+      append_frames(b, s, bl.stack);
+      b.push_back('}');
+      w.end_line();
+    }
+  }
+}
+
+void dump_trace(const Snapshot& s, LineWriter& w) {
+  for (std::size_t d = 0; d < s.device_traces.size(); ++d) {
+    const DeviceTrace& t = s.device_traces[d];
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+      const TraceEvent& e = t.events[i];
+      auto& b = w.buf();
+      fmt::format_to(std::back_inserter(b), "{{\"device\":{},\"index\":{},\"action\":\"{}\",\"{}\":{},\"size\":{},\"stream\":{}",
+                     d, t.dropped + i, action_name(e.action), e.action == Action::Oom ? "device_free" : "addr", e.addr,
+                     e.size, e.stream);
+      if (e.has_time) fmt::format_to(std::back_inserter(b), ",\"time_us\":{}", e.time_us);
+      fmt::format_to(std::back_inserter(b), ",\"stack\":{}}}", e.stack);
+      w.end_line();
+    }
+  }
+}
+
+void dump_frames(const Snapshot& s, LineWriter& w) {
+  for (StackId id = 1; id < s.stack_count(); ++id) {
+    auto& b = w.buf();
+    fmt::format_to(std::back_inserter(b), "{{\"stack\":{},\"frames\":", id);
+    append_frames(b, s, id);
+    b.push_back('}');
+    w.end_line();
+  }
+}
+
+}  // namespace
+
+std::optional<DumpWhat> parse_dump_what(std::string_view name) {
+  if (name == "segments") return DumpWhat::Segments;
+  if (name == "blocks") return DumpWhat::Blocks;
+  if (name == "trace") return DumpWhat::Trace;
+  if (name == "frames") return DumpWhat::Frames;
+  if (name == "settings") return DumpWhat::Settings;
+  if (name == "annotations") return DumpWhat::Annotations;
+  return std::nullopt;
+}
+
+void write_dump(const Snapshot& s, DumpWhat what, std::FILE* out) {
+  LineWriter w(out);
+  switch (what) {
+    case DumpWhat::Segments: dump_segments(s, w); break;
+    case DumpWhat::Blocks: dump_blocks(s, w); break;
+    case DumpWhat::Trace: dump_trace(s, w); break;
+    case DumpWhat::Frames: dump_frames(s, w); break;
+    case DumpWhat::Settings:
+      if (s.settings.present) {
+        w.buf().append(s.settings.json);
+        w.end_line();
+      }
+      break;
+    case DumpWhat::Annotations:
+      for (const auto& a : s.annotations) {
+        w.buf().append(a.json);
+        w.end_line();
+      }
+      break;
+  }
+}
+
+}  // namespace memsnap

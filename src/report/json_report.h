@@ -1,0 +1,15 @@
+// The JSON report (schema memsnap.report/1, see docs/report-schema.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+
+namespace memsnap {
+
+inline constexpr const char* kReportSchema = "memsnap.report/1";
+
+nlohmann::ordered_json totals_json(const Totals& t);
+nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis& analysis);
+
+}  // namespace memsnap
