@@ -8,6 +8,15 @@
 #include "base/limits.h"
 
 namespace memsnap {
+namespace {
+
+// Reads a typed value out of a simdjson result; the type was checked by the caller.
+template <typename Result, typename T>
+void take(Result&& result, T& out) {
+  if (std::forward<Result>(result).get(out)) throw InputError("the JSON holds a value of an unexpected type", kRecaptureRemedy);
+}
+
+}  // namespace
 
 struct JsonReader::Impl {
   simdjson::dom::parser parser;
@@ -21,17 +30,20 @@ struct JsonReader::Impl {
     using T = simdjson::dom::element_type;
     switch (e.type()) {
       case T::NULL_VALUE: return Value::none();
-      case T::BOOL: return Value::boolean(e.get_bool().value_unsafe());
-      case T::INT64: return Value::integer(e.get_int64().value_unsafe());
-      case T::UINT64: return Value::uinteger(e.get_uint64().value_unsafe());
-      case T::DOUBLE: return Value::real(e.get_double().value_unsafe());
+      case T::BOOL: { bool b = false; take(e.get_bool(), b); return Value::boolean(b); }
+      case T::INT64: { std::int64_t x = 0; take(e.get_int64(), x); return Value::integer(x); }
+      case T::UINT64: { std::uint64_t x = 0; take(e.get_uint64(), x); return Value::uinteger(x); }
+      case T::DOUBLE: { double x = 0; take(e.get_double(), x); return Value::real(x); }
       case T::STRING: {
-        std::string_view s = e.get_string().value_unsafe();
+        std::string_view s;
+        take(e.get_string(), s);
         return Value::string(s.data(), static_cast<std::uint32_t>(s.size()));
       }
       case T::ARRAY: {
         Value list = doc->new_container(Kind::List);
-        for (simdjson::dom::element item : e.get_array().value_unsafe()) {
+        simdjson::dom::array array;
+        take(e.get_array(), array);
+        for (simdjson::dom::element item : array) {
           Value v = convert(item, depth + 1);
           doc->append(list, &v, 1);
         }
@@ -39,7 +51,9 @@ struct JsonReader::Impl {
       }
       case T::OBJECT: {
         Value dict = doc->new_container(Kind::Dict);
-        for (auto field : e.get_object().value_unsafe()) {
+        simdjson::dom::object object;
+        take(e.get_object(), object);
+        for (auto field : object) {
           Value kv[2] = {Value::string(field.key.data(), static_cast<std::uint32_t>(field.key.size())),
                          depth == 0 && field.key == "device_traces" && sink ? stream_traces(field.value)
                                                                           : convert(field.value, depth + 1)};
@@ -56,11 +70,15 @@ struct JsonReader::Impl {
     if (!e.is_array()) return convert(e, 1);
     Value outer = doc->new_container(Kind::List);
     std::size_t device = 0;
-    for (simdjson::dom::element per_device : e.get_array().value_unsafe()) {
+    simdjson::dom::array devices;
+    take(e.get_array(), devices);
+    for (simdjson::dom::element per_device : devices) {
       Value inner = doc->new_container(Kind::List);
       doc->append(outer, &inner, 1);
       if (per_device.is_array()) {
-        for (simdjson::dom::element entry : per_device.get_array().value_unsafe()) {
+        simdjson::dom::array entries;
+        take(per_device.get_array(), entries);
+        for (simdjson::dom::element entry : entries) {
           const Document::Mark mark = doc->mark();
           Value v = convert(entry, 3);
           sink->trace_entry(device, v, *doc);

@@ -1,0 +1,59 @@
+// Snapshots written by tests/fixtures/make_snapshots.py (Python's own pickle, PyTorch's layout)
+// load with exactly the totals the generator's allocator simulation recorded in NAME.truth.json.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/totals.h"
+#include "model/load.h"
+
+namespace memsnap {
+namespace {
+
+void expect_totals(const Totals& t, const nlohmann::json& truth) {
+  EXPECT_EQ(t.reserved, truth.at("reserved").get<std::uint64_t>());
+  EXPECT_EQ(t.allocated, truth.at("allocated").get<std::uint64_t>());
+  EXPECT_EQ(t.pending_free, truth.at("pending_free").get<std::uint64_t>());
+  EXPECT_EQ(t.inactive, truth.at("inactive").get<std::uint64_t>());
+  EXPECT_EQ(t.requested, truth.at("requested").get<std::uint64_t>());
+  EXPECT_EQ(t.segments, truth.at("segments").get<std::uint64_t>());
+  EXPECT_EQ(t.blocks, truth.at("blocks").get<std::uint64_t>());
+  EXPECT_EQ(t.largest_inactive_block, truth.at("largest_inactive_block").get<std::uint64_t>());
+}
+
+TEST(Fixtures, GeneratedSnapshotsMatchTheirTruth) {
+  const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;
+  ASSERT_TRUE(std::filesystem::exists(dir)) << "run the generate_fixtures test first (ctest does)";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto path = entry.path();
+    if (path.extension() != ".json" || path.stem().extension() != ".truth") continue;
+    const std::string name = path.stem().stem().string();
+    SCOPED_TRACE(name);
+    std::ifstream in(path);
+    const auto truth = nlohmann::json::parse(in);
+    const auto snap_path = dir / truth.value("snapshot_file", name + ".pickle");
+    const auto loaded = load_snapshot(snap_path.string());
+    const auto totals = compute_totals(loaded.snapshot);
+    expect_totals(totals.overall, truth.at("totals"));
+    for (const auto& dev : truth.value("devices", nlohmann::json::array())) {
+      const auto device = dev.at("device").get<std::int64_t>();
+      const auto it = std::find_if(totals.devices.begin(), totals.devices.end(), [&](const DeviceTotals& d) { return d.device == device; });
+      ASSERT_NE(it, totals.devices.end()) << "device " << device;
+      expect_totals(it->totals, dev.at("totals"));
+      const auto& peak = dev.at("totals").at("peak_allocated");
+      if (peak.is_null()) EXPECT_FALSE(it->totals.peak_allocated.has_value());
+      else EXPECT_EQ(it->totals.peak_allocated, peak.get<std::int64_t>());
+      const auto& peak_res = dev.at("totals").at("peak_reserved");
+      if (peak_res.is_null()) EXPECT_FALSE(it->totals.peak_reserved.has_value());
+      else EXPECT_EQ(it->totals.peak_reserved, peak_res.get<std::int64_t>());
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+}  // namespace
+}  // namespace memsnap

@@ -1,0 +1,302 @@
+// The snapshot model from the readers: the spec's vector, every layout variant, streamed traces
+// with shared stacks across batches, the --max-trace-events ring, tolerated unknowns.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "analysis/totals.h"
+#include "base/error.h"
+#include "pickle_writer.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+using test::PickleWriter;
+
+std::string frame_text(const Snapshot& s, StackId stack, std::size_t i) {
+  const Frame& f = s.frames[s.stack_begin(stack)[i]];
+  return std::string(s.str(f.filename)) + ":" + std::to_string(f.line) + ":" + std::string(s.str(f.name));
+}
+
+TEST(Model, SpecVectorDecodesWithSharedStack) {
+  const auto loaded = test::load_bytes(test::from_hex(test::kSpecVectorHex));
+  const Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.segments.size(), 1u);
+  const Segment& seg = s.segments[0];
+  EXPECT_EQ(seg.address, 0x7f0000000000ull);
+  EXPECT_EQ(seg.total_size, 20971520u);
+  EXPECT_TRUE(seg.is_large);
+  ASSERT_EQ(seg.block_count, 2u);
+  const Block& live = s.blocks[0];
+  EXPECT_EQ(live.state, BlockState::ActiveAllocated);
+  EXPECT_EQ(live.size, 3145728u);
+  EXPECT_EQ(live.requested_size, 3000000u);
+  EXPECT_EQ(s.blocks[1].state, BlockState::Inactive);
+  EXPECT_EQ(s.blocks[1].size, 17825792u);
+  EXPECT_EQ(s.blocks[1].address, 0x7f0000300000ull);
+  ASSERT_EQ(s.device_traces.size(), 1u);
+  ASSERT_EQ(s.device_traces[0].events.size(), 1u);
+  const TraceEvent& e = s.device_traces[0].events[0];
+  EXPECT_EQ(e.action, Action::Alloc);
+  EXPECT_EQ(e.size, 3000000u);
+  EXPECT_EQ(e.time_us, 1713558427168556);
+  EXPECT_EQ(e.stack, live.stack);
+  EXPECT_EQ(e.stack, seg.stack);
+  ASSERT_EQ(s.stack_size(e.stack), 1u);
+  EXPECT_EQ(frame_text(s, e.stack, 0), "/w/train.py:7:main");
+  EXPECT_EQ(s.settings.max_split_size, -1);
+  EXPECT_EQ(s.settings.json, "{\"max_split_size\":-1,\"garbage_collection_threshold\":0.0}");
+  EXPECT_EQ(loaded.input.pickle_protocol, 4);
+  const auto totals = compute_totals(s).overall;
+  EXPECT_EQ(totals.reserved, 20971520u);
+  EXPECT_EQ(totals.allocated, 3145728u);
+  EXPECT_EQ(totals.inactive, 17825792u);
+  EXPECT_EQ(totals.requested, 3000000u);
+  EXPECT_EQ(totals.largest_inactive_block, 17825792u);
+  EXPECT_EQ(totals.peak_allocated, 3000000);
+}
+
+// Writes a PyTorch-layout snapshot (protocol 4, MEMOIZE) with `devices` trace lists of
+// `entries` entries each; a new stack every `stack_every` entries, later entries re-reference it
+// (across APPENDS batches, i.e. after the reader released the batch that created it).
+std::vector<std::uint8_t> traces_pickle(int devices, int entries, int stack_every) {
+  PickleWriter w;
+  std::uint32_t memo = 0;
+  auto memoize = [&] { w.memoize(); return memo++; };
+  std::map<std::string, std::uint32_t> keys;
+  auto key = [&](const std::string& k) {
+    if (auto it = keys.find(k); it != keys.end()) w.long_binget(it->second);
+    else { w.str(k); keys[k] = memoize(); }
+  };
+  w.dict(); memoize(); w.mark();
+  key("segments"); w.list(); memoize();
+  key("device_traces"); w.list(); memoize();
+  if (devices > 1) w.mark();
+  std::uint32_t shared_frame = 0;
+  bool have_shared = false;
+  std::uint32_t stack = 0;
+  for (int d = 0; d < devices; ++d) {
+    w.list(); memoize();
+    for (int batch = 0; batch < entries; batch += 1000) {
+      const int n = std::min(1000, entries - batch);
+      if (n > 1) w.mark();
+      for (int i = batch; i < batch + n; ++i) {
+        w.dict(); memoize(); w.mark();
+        key("action"); key(i % 2 ? "free_completed" : "alloc");
+        key("addr"); w.integer(0x7f0000000000LL + (i / 2) * 512);
+        key("size"); w.integer(512);
+        key("stream"); w.integer(0);
+        key("compile_context"); w.str("N/A"); memoize();
+        key("frames");
+        if (i % stack_every == 0) {
+          w.list(); stack = memoize(); w.mark();
+          w.dict(); memoize(); w.mark();
+          key("name"); w.str("fn" + std::to_string(i)); memoize();
+          key("filename"); w.str("/w/train.py"); memoize();
+          key("line"); w.integer(d * 100000 + i);
+          w.setitems();
+          if (have_shared) {
+            w.long_binget(shared_frame);
+          } else {
+            w.dict(); shared_frame = memoize(); have_shared = true; w.mark();
+            key("name"); w.str("main"); memoize();
+            key("filename"); w.str("/w/main.py"); memoize();
+            key("line"); w.integer(1);
+            w.setitems();
+          }
+          w.appends();
+        } else {
+          w.long_binget(stack);
+        }
+        w.setitems();
+      }
+      if (n > 1) w.appends();
+      else w.append();
+    }
+    if (devices == 1) w.append();
+  }
+  if (devices > 1) w.appends();
+  w.setitems().stop();
+  return w.bytes();
+}
+
+TEST(Model, StreamedTracesKeepSharedStacksAcrossBatches) {
+  const auto loaded = test::load_bytes(traces_pickle(2, 2500, 100));
+  const Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.device_traces.size(), 2u);
+  for (int d = 0; d < 2; ++d) {
+    const auto& events = s.device_traces[d].events;
+    ASSERT_EQ(events.size(), 2500u);
+    for (int i = 0; i < 2500; ++i) {
+      ASSERT_EQ(events[i].stack, events[(i / 100) * 100].stack) << "device " << d << " entry " << i;
+      ASSERT_EQ(frame_text(s, events[i].stack, 0), "/w/train.py:" + std::to_string(d * 100000 + (i / 100) * 100) + ":fn" + std::to_string((i / 100) * 100));
+      ASSERT_EQ(frame_text(s, events[i].stack, 1), "/w/main.py:1:main");
+    }
+    EXPECT_EQ(events[2499].action, Action::FreeCompleted);
+    EXPECT_EQ(events[2498].addr, 0x7f0000000000ull + 1249 * 512);
+  }
+  EXPECT_EQ(s.stack_count(), 1u + 2 * 25);
+  EXPECT_EQ(s.frames.size(), 1u + 2 * 25);
+}
+
+TEST(Model, SingleDeviceAndSingleEntryLists) {
+  const auto loaded = test::load_bytes(traces_pickle(1, 1001, 7));
+  ASSERT_EQ(loaded.snapshot.device_traces.size(), 1u);
+  EXPECT_EQ(loaded.snapshot.device_traces[0].events.size(), 1001u);
+}
+
+TEST(Model, MaxTraceEventsKeepsTheNewest) {
+  const auto loaded = test::load_bytes(traces_pickle(2, 2500, 100), 600);
+  for (const auto& t : loaded.snapshot.device_traces) {
+    ASSERT_EQ(t.events.size(), 600u);
+    EXPECT_EQ(t.total, 2500u);
+    EXPECT_EQ(t.dropped, 1900u);
+    EXPECT_EQ(t.events.front().addr, 0x7f0000000000ull + (1900 / 2) * 512);
+    EXPECT_EQ(t.events.back().action, Action::FreeCompleted);
+    EXPECT_EQ(t.events.back().addr, 0x7f0000000000ull + 1249 * 512);
+  }
+}
+
+// A dict-of-lists snapshot in an older or unusual layout, built key by key.
+class SnapshotWriter {
+ public:
+  PickleWriter w{3};
+  void begin_dict() { w.dict().mark(); }
+  void end_dict() { w.setitems(); }
+  void begin_list() { w.list().mark(); }
+  void end_list() { w.appends(); }
+  void frame(const std::string& file, int line, const std::string& name) {
+    begin_dict(); w.str("filename").str(file).str("name").str(name).str("line").integer(line); end_dict();
+  }
+};
+
+TEST(Model, LegacyTopLevelListWithHistory) {
+  SnapshotWriter s;
+  s.begin_list();
+  s.begin_dict();
+  s.w.str("device").integer(0).str("address").integer(1 << 30).str("total_size").integer(2097152);
+  s.w.str("allocated_size").integer(1024).str("active_size").integer(1024).str("stream").integer(0);
+  s.w.str("segment_type").str("small").str("blocks");
+  s.begin_list();
+  s.begin_dict();
+  s.w.str("size").integer(1024).str("state").str("active_allocated").str("history");
+  s.begin_list();
+  s.begin_dict();
+  s.w.str("addr").integer(1 << 30).str("real_size").integer(1000).str("frames");
+  s.begin_list(); s.frame("/w/model.py", 12, "forward"); s.end_list();
+  s.end_dict();
+  s.end_list();
+  s.end_dict();
+  s.begin_dict(); s.w.str("size").integer(2097152 - 1024).str("state").str("inactive"); s.end_dict();
+  s.end_list();
+  s.end_dict();
+  s.end_list();
+  s.w.stop();
+  const auto loaded = test::load_bytes(s.w.bytes());
+  const Snapshot& snap = loaded.snapshot;
+  EXPECT_TRUE(snap.top_level_list);
+  ASSERT_EQ(snap.blocks.size(), 2u);
+  EXPECT_TRUE(snap.blocks[0].from_history);
+  EXPECT_EQ(snap.blocks[0].requested_size, 1000u);
+  EXPECT_EQ(snap.blocks[0].address, 1u << 30);
+  EXPECT_EQ(snap.blocks[1].address, (1u << 30) + 1024);
+  EXPECT_EQ(frame_text(snap, snap.blocks[0].stack, 0), "/w/model.py:12:forward");
+  EXPECT_FALSE(snap.segments[0].is_large);
+  EXPECT_EQ(loaded.input.pickle_protocol, 3);
+  const auto t = compute_totals(snap).overall;
+  EXPECT_EQ(t.requested, 1000u);
+  EXPECT_FALSE(t.peak_allocated.has_value());
+}
+
+TEST(Model, StatesOomExpandableSettingsAnnotationsAndUnknowns) {
+  SnapshotWriter s;
+  s.begin_dict();
+  s.w.str("segments");
+  s.begin_list();
+  for (int dev = 0; dev < 2; ++dev) {
+    s.begin_dict();
+    s.w.str("device").integer(dev).str("address").integer(0x10000000).str("total_size").integer(20971520);
+    s.w.str("stream").integer(dev ? 94000000000000LL : 0).str("segment_type").str("large").str("is_expandable").boolean(true);
+    s.w.str("segment_pool_id").integer(0).integer(0).op(0x86).str("mystery").integer(1).str("blocks");
+    s.begin_list();
+    s.begin_dict(); s.w.str("size").integer(4194304).str("requested_size").integer(4000000).str("state").str("active_awaiting_free"); s.end_dict();
+    s.begin_dict(); s.w.str("size").integer(16777216).str("requested_size").integer(0).str("state").str("inactive"); s.end_dict();
+    s.end_list();
+    s.end_dict();
+  }
+  s.end_list();
+  s.w.str("device_traces");
+  s.begin_list();
+  s.begin_list();
+  s.begin_dict(); s.w.str("action").str("segment_map").str("addr").integer(0x10000000).str("size").integer(20971520).str("stream").integer(0); s.end_dict();
+  s.begin_dict(); s.w.str("action").str("alloc").str("addr").integer(0x10000000).str("size").integer(4000000).str("stream").integer(0).str("pool_id").integer(0).integer(0).op(0x86); s.end_dict();
+  s.begin_dict(); s.w.str("action").str("free_requested").str("addr").integer(0x10000000).str("size").integer(4000000).str("stream").integer(0); s.end_dict();
+  s.begin_dict(); s.w.str("action").str("oom").str("device_free").integer(1048576).str("size").integer(31457280).str("stream").integer(0).str("time_us").integer(1713558427000000LL); s.end_dict();
+  s.begin_dict(); s.w.str("action").str("teleport").str("addr").integer(0).str("size").integer(0).str("stream").integer(0).str("new_key").str("x"); s.end_dict();
+  s.end_list();
+  s.begin_list(); s.end_list();
+  s.end_list();
+  s.w.str("allocator_settings");
+  s.begin_dict(); s.w.str("PYTORCH_CUDA_ALLOC_CONF").str("expandable_segments:True").str("max_split_size").integer(-1).str("expandable_segments").boolean(true); s.end_dict();
+  s.w.str("external_annotations");
+  s.begin_list();
+  s.begin_dict(); s.w.str("name").str("ProfilerStep#0").str("stage").str("START").str("device").integer(0).str("time_us").integer(5); s.end_dict();
+  s.end_list();
+  s.w.str("host_segments");
+  s.begin_list(); s.end_list();
+  s.w.str("future_section").integer(3);
+  s.end_dict();
+  s.w.stop();
+  const auto loaded = test::load_bytes(s.w.bytes());
+  const Snapshot& snap = loaded.snapshot;
+  ASSERT_EQ(snap.segments.size(), 2u);
+  EXPECT_TRUE(snap.segments[0].is_expandable);
+  EXPECT_EQ(snap.segments[1].stream, 94000000000000LL);
+  EXPECT_EQ(snap.blocks[0].state, BlockState::ActivePendingFree);
+  ASSERT_EQ(snap.device_traces.size(), 2u);
+  const auto& ev = snap.device_traces[0].events;
+  ASSERT_EQ(ev.size(), 5u);
+  EXPECT_EQ(ev[0].action, Action::SegmentMap);
+  EXPECT_EQ(ev[3].action, Action::Oom);
+  EXPECT_EQ(ev[3].addr, 1048576u);
+  EXPECT_EQ(ev[3].size, 31457280u);
+  EXPECT_EQ(ev[4].action, Action::Unknown);
+  EXPECT_EQ(snap.unknown_actions.at("teleport"), 1u);
+  EXPECT_EQ(snap.unknown_keys.at("trace_entry.new_key"), 1u);
+  EXPECT_EQ(snap.unknown_keys.at("segment.mystery"), 2u);
+  EXPECT_EQ(snap.unknown_keys.at("snapshot.future_section"), 1u);
+  EXPECT_EQ(snap.settings.conf, "expandable_segments:True");
+  EXPECT_EQ(snap.settings.expandable_segments, true);
+  ASSERT_EQ(snap.annotations.size(), 1u);
+  EXPECT_EQ(snap.annotations[0].name, "ProfilerStep#0");
+  EXPECT_EQ(snap.annotations[0].stage, "START");
+  const auto totals = compute_totals(snap);
+  EXPECT_EQ(totals.overall.pending_free, 2u * 4194304);
+  EXPECT_EQ(totals.overall.inactive, 2u * 16777216);
+  EXPECT_EQ(totals.overall.allocated, 0u);
+  ASSERT_EQ(totals.devices.size(), 2u);
+  // Device 0 ends with 4,000,000 B pending; the alloc of it is the only allocation in the window.
+  EXPECT_EQ(totals.devices[0].totals.peak_allocated, 4000000);
+  EXPECT_EQ(totals.devices[0].totals.peak_reserved, 20971520);
+  EXPECT_FALSE(totals.devices[1].totals.peak_allocated.has_value());
+}
+
+TEST(Model, WrongTypesAndNonSnapshotsAreExplained) {
+  EXPECT_EQ(test::load_error(PickleWriter().str("hello").stop().bytes()),
+            "the file holds a str, not a memory snapshot (expected a dict with 'segments' or a list of segments); pass "
+            "the file written by torch.cuda.memory._dump_snapshot() (run `memsnap capture`)");
+  PickleWriter other;
+  other.dict().str("state_dict").integer(1).setitem().stop();
+  EXPECT_NE(test::load_error(other.bytes()).find("a dict without 'segments' or 'device_traces'"), std::string::npos);
+  PickleWriter bad;
+  bad.dict().str("segments").mark().dict().str("blocks").str("oops").setitem().op('l').setitem().stop();
+  EXPECT_NE(test::load_error(bad.bytes()).find("segments[0].blocks is a str, expected a list"), std::string::npos);
+  PickleWriter neg;
+  neg.dict().str("segments").mark().dict().mark().str("total_size").integer(-5).str("blocks").list().setitems().op('l').setitem().stop();
+  EXPECT_NE(test::load_error(neg.bytes()).find("a segment's total_size is a int, expected a non-negative int"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memsnap

@@ -1,0 +1,51 @@
+// Shared test helpers.
+#include "test_support.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "base/error.h"
+
+namespace memsnap::test {
+
+LoadedSnapshot load_bytes(const std::vector<std::uint8_t>& bytes, std::uint64_t max_events) {
+  return load_snapshot_bytes(input_from_memory(bytes), "test", {max_events});
+}
+
+std::string load_error(const std::vector<std::uint8_t>& bytes) {
+  try {
+    load_bytes(bytes);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::uint8_t> from_hex(const std::string& hex) {
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+const char* const kSpecVectorHex =
+    "8004957e020000000000007d94288c087365676d656e7473945d947d94288c06646576696365944b008c0761646472"
+    "657373948a0600000000007f8c0a746f74616c5f73697a65944a000040018c0e616c6c6f63617465645f73697a6594"
+    "4a000030008c0b6163746976655f73697a65944a000030008c0e7265717565737465645f73697a65944ac0c62d008c"
+    "0673747265616d944b008c0c7365676d656e745f74797065948c056c61726765948c0f7365676d656e745f706f6f6c"
+    "5f6964944b004b0086948c0d69735f657870616e6461626c6594898c066672616d6573945d947d94288c046e616d65"
+    "948c046d61696e948c0866696c656e616d65948c0b2f772f747261696e2e7079948c046c696e65944b0775618c0662"
+    "6c6f636b73945d94287d942868058a0600000000007f8c0473697a65944a0000300068094ac0c62d008c0573746174"
+    "65948c106163746976655f616c6c6f63617465649468106811757d942868058a0600003000007f681b4a0000100168"
+    "094b00681c8c08696e6163746976659468105d94756575618c0d6465766963655f747261636573945d945d947d9428"
+    "8c06616374696f6e948c05616c6c6f63948c0461646472948a0600000000007f681b4ac0c62d00680a4b008c077469"
+    "6d655f7573948a072c6f5ae97816068c0f636f6d70696c655f636f6e74657874948c034e2f41948c0d757365725f6d"
+    "65746164617461948c0094681068117561618c12616c6c6f6361746f725f73657474696e6773947d94288c0e6d6178"
+    "5f73706c69745f73697a65944affffffff8c1c676172626167655f636f6c6c656374696f6e5f7468726573686f6c64"
+    "94470000000000000000758c1465787465726e616c5f616e6e6f746174696f6e73945d94752e";
+
+}  // namespace memsnap::test

@@ -1,0 +1,21 @@
+// Helpers shared by the unit tests: loading bytes, catching the error message, paths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/load.h"
+
+namespace memsnap::test {
+
+LoadedSnapshot load_bytes(const std::vector<std::uint8_t>& bytes, std::uint64_t max_events = 1'000'000);
+// The InputError message loading `bytes` throws; "" when it loads.
+std::string load_error(const std::vector<std::uint8_t>& bytes);
+std::vector<std::uint8_t> read_file(const std::string& path);
+std::vector<std::uint8_t> from_hex(const std::string& hex);
+
+// The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
+extern const char* const kSpecVectorHex;
+
+}  // namespace memsnap::test
