@@ -347,8 +347,8 @@ class Device:
 
     # -- trace -------------------------------------------------------------------------------
     def frames_of(self, stack):
-        if self.per_alloc:  # first emission: the whole list (prologue frames are usually BINGET)
-            self.est += 4 + 5 * len(stack) - 5 - 3 * 9
+        if self.per_alloc:  # first emission: whole list; ~half of the refs are BINGET (memo < 256)
+            self.est += 4 + (7 * len(stack)) // 2 - 5
             return list(stack)
         return stack
 

@@ -1,12 +1,62 @@
-// Runs the analysis stages over a loaded snapshot.
+// Runs the analysis stages over a loaded snapshot and checks the totals' invariants.
 #include "analysis/analyze.h"
 
-namespace memsnap {
+#include <fmt/format.h>
+#include <map>
 
-Analysis analyze(const LoadedSnapshot& loaded) {
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+std::vector<std::string> check_invariants(const Snapshot& s, const TotalsReport& totals, const std::vector<Site>& sites) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < s.segments.size(); ++i) {
+    const Segment& seg = s.segments[i];
+    std::uint64_t sum = 0;
+    for (std::uint32_t k = 0; k < seg.block_count; ++k) sum += s.blocks[seg.first_block + k].size;
+    if (sum != seg.total_size) {
+      out.push_back(fmt::format("segment {} (device {}): blocks add up to {} B but total_size is {} B", i, seg.device, sum,
+                                seg.total_size));
+    }
+  }
+  for (const auto& d : totals.devices) {
+    const Totals& t = d.totals;
+    if (t.reserved != t.allocated + t.pending_free + t.inactive) {
+      out.push_back(fmt::format("device {}: reserved {} B != allocated {} B + pending free {} B + inactive {} B", d.device,
+                                t.reserved, t.allocated, t.pending_free, t.inactive));
+    }
+  }
+  std::uint64_t site_bytes = 0;
+  for (const Site& site : sites) site_bytes += site.bytes;
+  if (site_bytes != totals.overall.allocated) {
+    out.push_back(fmt::format("site bytes add up to {} B but allocated is {} B", site_bytes, totals.overall.allocated));
+  }
+  return out;
+}
+
+}  // namespace
+
+Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
+  const Snapshot& s = loaded.snapshot;
   Analysis a;
-  a.totals = compute_totals(loaded.snapshot);
-  a.trace = summarize_trace(loaded.snapshot);
+  a.options = options;
+  a.totals = compute_totals(s);
+  a.trace = summarize_trace(s);
+  a.sites = attribute(s, live_blocks(s));
+  a.timelines = build_timelines(s);
+  std::int64_t best = -1;
+  for (const auto& t : a.timelines) {
+    if (t.peak_allocated && *t.peak_allocated > best) {
+      best = *t.peak_allocated;
+      a.peak_device = t.device;
+      a.sites_at_peak = attribute(s, t.live_at_peak);
+    }
+  }
+  a.pools = free_by_pool_and_stream(s);
+  a.ooms = analyze_ooms(s, a.trace);
+  a.invariant_violations = check_invariants(s, a.totals, a.sites);
+  derive_findings(loaded, a);
   return a;
 }
 

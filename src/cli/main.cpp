@@ -119,7 +119,10 @@ int run_analyze(int argc, char** argv) {
   }
   return guarded(path, [&] {
     const auto loaded = memsnap::load_snapshot(path, {max_events});
-    const auto analysis = memsnap::analyze(loaded);
+    memsnap::AnalyzeOptions options;
+    options.top = static_cast<std::size_t>(top);
+    if (!device_used.empty()) options.device_used = memsnap::parse_size(device_used);
+    const auto analysis = memsnap::analyze(loaded, options);
     std::string text;
     if (format == "json") text = memsnap::json_report(loaded, analysis).dump(2) + "\n";
     else text = memsnap::text_report(loaded, analysis);

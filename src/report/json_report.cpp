@@ -1,6 +1,9 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
 
+#include <cmath>
+#include <fmt/format.h>
+
 namespace memsnap {
 namespace {
 
@@ -17,6 +20,65 @@ nlohmann::ordered_json input_json(const InputInfo& in) {
   j["bytes"] = in.bytes;
   if (in.format == Format::Pickle) j["pickle_protocol"] = in.pickle_protocol;
   return j;
+}
+
+nlohmann::ordered_json site_json(const Site& site) {
+  nlohmann::ordered_json j;
+  j["site"] = site.site;
+  j["file"] = site.file;
+  j["line"] = site.line;
+  j["function"] = site.function;
+  j["bytes"] = site.bytes;
+  j["requested"] = site.requested;
+  j["blocks"] = site.blocks;
+  j["percent"] = std::round(site.percent * 100) / 100;
+  j["category"] = category_name(site.category);
+  j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
+  j["stack"] = site.call_path;
+  return j;
+}
+
+nlohmann::ordered_json sites_json(const std::vector<Site>& sites, std::size_t top) {
+  auto arr = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < sites.size() && i < top; ++i) arr.push_back(site_json(sites[i]));
+  return arr;
+}
+
+nlohmann::ordered_json pattern_json(const Pattern& p) {
+  return {{"id", p.id}, {"verdict", p.verdict}, {"confidence", p.confidence}, {"summary", p.summary},
+          {"evidence", p.evidence}, {"sites", p.sites}, {"fix", p.fix}};
+}
+
+nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
+  nlohmann::ordered_json j;
+  j["device"] = t.device;
+  j["events"] = t.events;
+  j["peak_allocated"] = optional_int(t.peak_allocated);
+  j["peak_event_index"] = t.peak_index;
+  j["peak_time_us"] = t.peak_time_us;
+  j["matched_frees"] = t.matched_frees;
+  j["frees_of_earlier_allocations"] = t.frees_before_window;
+  j["live_from_before_window"] = t.live_from_before_window;
+  j["pending_free_requests"] = t.pending_requests;
+  j["pending_free_bytes"] = t.pending_bytes;
+  j["pending_streams"] = t.pending_streams;
+  auto steps = nlohmann::ordered_json::array();
+  for (const auto& m : t.steps) {
+    steps.push_back({{"name", m.name}, {"stage", m.stage}, {"time_us", m.time_us}, {"event_index", m.event_index}, {"live_bytes", m.live_bytes}});
+  }
+  j["annotations"] = steps;
+  return j;
+}
+
+nlohmann::ordered_json pools_json(const std::vector<PoolStreamFree>& pools) {
+  auto arr = nlohmann::ordered_json::array();
+  for (const auto& p : pools) {
+    arr.push_back({{"device", p.device}, {"pool", p.is_large ? "large" : "small"}, {"stream", p.stream},
+                   {"inactive", p.inactive}, {"largest_inactive_block", p.largest_inactive_block},
+                   {"segments", p.segments}, {"segments_with_inactive", p.segments_with_inactive},
+                   {"inactive_blocks", p.inactive_blocks}});
+  }
+  return arr;
 }
 
 nlohmann::ordered_json trace_json(const TraceSummary& t) {
@@ -57,14 +119,47 @@ nlohmann::ordered_json totals_json(const Totals& t) {
 }
 
 nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis& a) {
+  const Snapshot& s = loaded.snapshot;
   nlohmann::ordered_json j;
   j["schema"] = kReportSchema;
   j["input"] = input_json(loaded.input);
+  j["headline"] = a.headline;
   j["totals"] = totals_json(a.totals.overall);
   auto devices = nlohmann::ordered_json::array();
   for (const auto& d : a.totals.devices) devices.push_back({{"device", d.device}, {"totals", totals_json(d.totals)}});
   j["devices"] = devices;
+  j["top_sites"] = sites_json(a.sites, a.options.top);
   j["trace"] = trace_json(a.trace);
+  auto& ooms = j["trace"]["oom"];
+  for (std::size_t i = 0; i < a.ooms.size() && i < ooms.size(); ++i) {
+    const OomAnalysis& o = a.ooms[i];
+    const SiteChoice c = choose_site(s, o.event.stack);
+    if (c.found) ooms[i]["site"] = fmt::format("{}:{}", s.str(s.frames[c.frame].filename), s.frames[c.frame].line);
+    ooms[i]["verdict"] = oom_verdict_name(o.verdict);
+    ooms[i]["allocated_at_oom"] = o.at_oom.allocated;
+    ooms[i]["reserved_at_oom"] = o.at_oom.reserved;
+    ooms[i]["inactive_at_oom"] = o.at_oom.inactive;
+    ooms[i]["largest_inactive_block_at_oom"] = o.at_oom.largest_inactive_block;
+    ooms[i]["largest_reusable_block"] = o.largest_reusable_block;
+    ooms[i]["layout_replayed"] = o.at_oom.replayed;
+    ooms[i]["reason"] = o.reason;
+  }
+  auto timelines = nlohmann::ordered_json::array();
+  for (const auto& t : a.timelines) timelines.push_back(timeline_json(t));
+  j["timeline"] = timelines;
+  j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
+  j["pools"] = pools_json(a.pools);
+  auto patterns = nlohmann::ordered_json::array();
+  for (const auto& p : a.patterns) patterns.push_back(pattern_json(p));
+  j["patterns"] = patterns;
+  j["next_steps"] = a.next_steps;
+  j["uncertainties"] = a.uncertainties;
+  j["invariants"] = {{"ok", a.invariant_violations.empty()}, {"violations", a.invariant_violations}};
+  auto unknown = nlohmann::ordered_json::object();
+  for (const auto& [k, n] : s.unknown_keys) unknown[k] = n;
+  auto unknown_actions = nlohmann::ordered_json::object();
+  for (const auto& [k, n] : s.unknown_actions) unknown_actions[k] = n;
+  j["tolerated"] = {{"unknown_keys", unknown}, {"unknown_actions", unknown_actions}};
   return j;
 }
 

@@ -1,42 +1,143 @@
-// Text report: totals in allocator terms and the trace window.
+// Text report in the workflow's order: headline, totals, top sites, free timeline, diagnosis,
+// next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
 
 #include <fmt/format.h>
+#include <sstream>
 
 #include "base/format_bytes.h"
 
 namespace memsnap {
 namespace {
 
-void totals_lines(std::string& out, const Totals& t) {
-  auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<28}{}\n", label, value); };
-  line("reserved (segments)", format_bytes(static_cast<std::int64_t>(t.reserved)));
-  line("allocated (live tensors)", format_bytes(static_cast<std::int64_t>(t.allocated)));
-  line("awaiting free (pending)", format_bytes(static_cast<std::int64_t>(t.pending_free)));
-  line("inactive (cached, reusable)", format_bytes(static_cast<std::int64_t>(t.inactive)));
-  line("requested by live tensors", fmt::format("{} ({} lost to rounding)", format_bytes(static_cast<std::int64_t>(t.requested)),
+constexpr std::size_t kWidth = 80;
+
+std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
+
+// Word-wraps `text` to kWidth, the first line after `first`, the rest indented by `indent`.
+std::string wrap(const std::string& text, const std::string& first, const std::string& indent) {
+  std::istringstream words(text);
+  std::string out = first, line_word;
+  std::size_t col = first.size();
+  bool line_empty = true;
+  while (words >> line_word) {
+    if (!line_empty && col + 1 + line_word.size() > kWidth) {
+      out += "\n" + indent;
+      col = indent.size();
+      line_empty = true;
+    }
+    if (!line_empty) {
+      out += ' ';
+      ++col;
+    }
+    out += line_word;
+    col += line_word.size();
+    line_empty = false;
+  }
+  return out + "\n";
+}
+
+void totals_section(std::string& out, const Totals& t) {
+  auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<30}{}\n", label, value); };
+  line("reserved (segments)", B(t.reserved));
+  line("allocated (live tensors)", B(t.allocated));
+  line("active, awaiting free", B(t.pending_free));
+  line("inactive (cached, reusable)", B(t.inactive));
+  line("requested by live tensors", fmt::format("{} ({} lost to rounding)", B(t.requested),
                                                 format_bytes(static_cast<std::int64_t>(t.allocated) - static_cast<std::int64_t>(t.requested))));
-  line("largest inactive block", format_bytes(static_cast<std::int64_t>(t.largest_inactive_block)));
+  line("largest inactive block", B(t.largest_inactive_block));
   line("segments / blocks", fmt::format("{} / {}", t.segments, t.blocks));
   line("peak allocated (trace)", t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown (no trace history)");
   line("peak reserved (trace)", t.peak_reserved ? format_bytes(*t.peak_reserved) : "unknown (no trace history)");
+}
+
+void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top) {
+  if (sites.empty()) {
+    out += "  (no live allocations)\n";
+    return;
+  }
+  for (std::size_t i = 0; i < sites.size() && i < top; ++i) {
+    const Site& s = sites[i];
+    out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, B(s.bytes), s.percent, s.blocks,
+                       s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
+    if (s.no_stack) continue;
+    out += wrap(s.site + " in " + s.function, "      at ", "         ");
+    for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(s.call_path[k], "      from ", "           ");
+  }
+  if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);
+}
+
+void timeline_section(std::string& out, const Analysis& a) {
+  if (a.trace.analyzed == 0) {
+    out += "  No trace history: frees, the peak and OOM moments are unknown.\n";
+    return;
+  }
+  out += fmt::format("  {} events analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.events, a.trace.dropped);
+  for (const auto& t : a.timelines) {
+    out += fmt::format("  device {}: {} alloc/free pairs completed, {} frees of memory allocated before the window,\n"
+                       "    {} free requests still pending ({}), peak {} at event {} of {}\n",
+                       t.device, t.matched_frees, t.frees_before_window, t.pending_requests, B(t.pending_bytes),
+                       t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", t.peak_index, t.events);
+    std::size_t shown = 0;
+    for (const auto& m : t.steps) {
+      if (shown++ == 6) {
+        out += fmt::format("    ... {} annotations in all\n", t.steps.size());
+        break;
+      }
+      out += fmt::format("    {} {}: {} live\n", m.name, m.stage, format_bytes(m.live_bytes));
+    }
+  }
+  for (const auto& o : a.ooms) {
+    out += wrap(fmt::format("OOM on device {}: {} requested, {} free on the device; verdict {}. {}", o.event.device,
+                            B(o.event.size), B(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
+                "  ", "    ");
+  }
+  if (!a.sites_at_peak.empty()) {
+    out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
+    for (std::size_t i = 0; i < a.sites_at_peak.size() && i < 5; ++i) {
+      const Site& s = a.sites_at_peak[i];
+      out += fmt::format("    {:>10}  {:5.1f}%  {}\n", B(s.bytes), s.percent, s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
+    }
+  }
+}
+
+void diagnosis_section(std::string& out, const Analysis& a) {
+  if (a.patterns.empty()) {
+    out += "  No problem pattern is supported by this snapshot's evidence.\n";
+    return;
+  }
+  for (const auto& p : a.patterns) {
+    out += wrap(p.summary, fmt::format("  [{}] {} ({} confidence): ", p.id, p.verdict, p.confidence), "    ");
+    for (const auto& e : p.evidence) out += wrap(e, "    - ", "      ");
+  }
 }
 
 }  // namespace
 
 std::string text_report(const LoadedSnapshot& loaded, const Analysis& a) {
   std::string out;
-  out += fmt::format("memsnap report for {} ({}, {})\n\n", loaded.input.path, format_name(loaded.input.format),
-                     format_bytes(static_cast<std::int64_t>(loaded.input.bytes)));
-  out += "Totals\n";
-  totals_lines(out, a.totals.overall);
+  out += wrap(a.headline, "", "");
+  out += fmt::format("\n{} ({}, {})\n", loaded.input.path, format_name(loaded.input.format), B(loaded.input.bytes));
+  out += "\nTotals\n";
+  totals_section(out, a.totals.overall);
   if (a.totals.devices.size() > 1) {
     for (const auto& d : a.totals.devices) {
       out += fmt::format("\nDevice {}\n", d.device);
-      totals_lines(out, d.totals);
+      totals_section(out, d.totals);
     }
   }
-  out += fmt::format("\nTrace: {} events, {} analyzed, {} dropped\n", a.trace.events, a.trace.analyzed, a.trace.dropped);
+  out += "\nWhere the live memory was allocated\n";
+  sites_section(out, a.sites, a.options.top);
+  out += "\nFree timeline\n";
+  timeline_section(out, a);
+  out += "\nDiagnosis\n";
+  diagnosis_section(out, a);
+  out += "\nNext steps\n";
+  for (const auto& s : a.next_steps) out += wrap(s, "  - ", "    ");
+  if (!a.uncertainties.empty()) {
+    out += "\nWhat this snapshot cannot tell\n";
+    for (const auto& u : a.uncertainties) out += wrap(u, "  - ", "    ");
+  }
   return out;
 }
 

@@ -34,7 +34,7 @@ TEST(Fixtures, GeneratedSnapshotsMatchTheirTruth) {
     SCOPED_TRACE(name);
     std::ifstream in(path);
     const auto truth = nlohmann::json::parse(in);
-    const auto snap_path = dir / truth.value("snapshot_file", name + ".pickle");
+    const auto snap_path = dir / truth.value("file", name + ".pickle");
     const auto loaded = load_snapshot(snap_path.string());
     const auto totals = compute_totals(loaded.snapshot);
     expect_totals(totals.overall, truth.at("totals"));

@@ -1,0 +1,140 @@
+// Site attribution and category inference for live memory.
+#include "analysis/attribution.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <unordered_map>
+
+namespace memsnap {
+namespace {
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+constexpr std::size_t kCallPathFrames = 12;
+
+std::vector<std::string> call_path(const Snapshot& s, StackId stack, std::size_t from) {
+  std::vector<std::string> path;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = from; i < s.stack_size(stack) && path.size() < kCallPathFrames; ++i) {
+    const Frame& f = s.frames[frames[i]];
+    const FrameKind kind = classify_frame(s.str(f.filename), s.str(f.name));
+    if (kind == FrameKind::Native && i != from) continue;
+    path.push_back(format_frame(s, frames[i]));
+  }
+  return path;
+}
+
+}  // namespace
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::Parameter: return "parameter";
+    case Category::Gradient: return "gradient";
+    case Category::OptimizerState: return "optimizer_state";
+    case Category::Activation: return "activation";
+    case Category::Temporary: return "temporary";
+    case Category::Communication: return "communication";
+    case Category::UserContainer: return "user_container";
+    case Category::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+std::string format_frame(const Snapshot& s, FrameId frame) {
+  const Frame& f = s.frames[frame];
+  return fmt::format("{}:{}:{}", s.str(f.filename), f.line, s.str(f.name));
+}
+
+Category categorize_stack(const Snapshot& s, StackId stack) {
+  bool optim = false, autograd_backward = false, engine = false, distributed = false, parameter = false, forward = false;
+  bool python = false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const Frame& f = s.frames[frames[i]];
+    const std::string_view file = s.str(f.filename);
+    const std::string_view name = s.str(f.name);
+    if (classify_frame(file, name) != FrameKind::Native) python = true;
+    if (contains(file, "torch/optim/") || contains(file, "torch\\optim\\")) optim = true;
+    if (contains(file, "torch/distributed/") || contains(name, "c10d::") || contains(name, "nccl") || contains(name, "NCCL")) distributed = true;
+    if (contains(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward" || name == "grad")) autograd_backward = true;
+    if (contains(name, "torch::autograd::Engine") || contains(name, "AccumulateGrad") || contains(name, "evaluate_function")) engine = true;
+    if ((contains(file, "torch/nn/modules/module.py") && (name == "_apply" || name == "convert" || name == "to" || name == "cuda")) ||
+        contains(file, "torch/nn/parameter.py") || name == "reset_parameters" || name == "load_state_dict" ||
+        name == "from_pretrained" || (contains(file, "torch/nn/modules/") && name == "__init__")) {
+      parameter = true;
+    }
+    if (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl") forward = true;
+  }
+  if (distributed) return Category::Communication;
+  if (optim) return Category::OptimizerState;
+  if (autograd_backward || (engine && !python) || (engine && !forward)) return Category::Gradient;
+  if (parameter) return Category::Parameter;
+  if (forward) return Category::Activation;
+  return Category::Unknown;
+}
+
+std::vector<LiveItem> live_blocks(const Snapshot& s, std::int64_t device) {
+  std::vector<LiveItem> items;
+  for (const Segment& seg : s.segments) {
+    if (device >= 0 && seg.device != device) continue;
+    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
+      const Block& b = s.blocks[seg.first_block + i];
+      if (b.state == BlockState::ActiveAllocated) items.push_back({b.stack, b.size, b.requested_size});
+    }
+  }
+  return items;
+}
+
+std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items) {
+  // Stacks repeat a lot: choose each stack's site once.
+  std::unordered_map<StackId, std::size_t> site_of_stack;
+  std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)
+  std::unordered_map<std::size_t, std::pair<StackId, std::uint64_t>> largest;  // site -> (stack, bytes)
+  std::vector<Site> sites;
+  std::uint64_t total = 0;
+  for (const LiveItem& item : items) {
+    total += item.bytes;
+    std::size_t idx;
+    if (auto it = site_of_stack.find(item.stack); it != site_of_stack.end()) {
+      idx = it->second;
+    } else {
+      const SiteChoice choice = item.stack == kNoStack ? SiteChoice{} : choose_site(s, item.stack);
+      const std::uint64_t key = choice.found ? std::uint64_t(choice.frame) + 1 : 0;
+      auto [pos, inserted] = site_index.emplace(key, sites.size());
+      if (inserted) {
+        Site site;
+        if (!choice.found) {
+          site.no_stack = true;
+          site.site = "[no stack recorded]";
+        } else {
+          const Frame& f = s.frames[choice.frame];
+          site.frame = choice.frame;
+          site.kind = choice.kind;
+          site.file = std::string(s.str(f.filename));
+          site.line = f.line;
+          site.function = std::string(s.str(f.name));
+          site.site = fmt::format("{}:{}", site.file, site.line);
+          site.call_path = call_path(s, item.stack, choice.position);
+          site.category = categorize_stack(s, item.stack);
+        }
+        sites.push_back(std::move(site));
+      }
+      idx = pos->second;
+      site_of_stack.emplace(item.stack, idx);
+    }
+    Site& site = sites[idx];
+    site.bytes += item.bytes;
+    site.requested += item.requested;
+    ++site.blocks;
+    auto& best = largest[idx];
+    if (item.bytes >= best.second) best = {item.stack, item.bytes};
+  }
+  for (auto& [idx, best] : largest) sites[idx].example_stack = best.first;
+  for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
+  std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+  });
+  return sites;
+}
+
+}  // namespace memsnap

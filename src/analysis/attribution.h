@@ -1,0 +1,53 @@
+// Where the memory went: live blocks grouped by the most useful user frame, with a category
+// inferred from the stack (parameter, gradient, optimizer state, activation, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/frame_filter.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+enum class Category { Parameter, Gradient, OptimizerState, Activation, Temporary, Communication, UserContainer, Unknown };
+const char* category_name(Category c);
+
+// Category from the stack's frames alone (no trace evidence).
+Category categorize_stack(const Snapshot& snapshot, StackId stack);
+
+struct Site {
+  bool no_stack = false;    // the "[no stack recorded]" bucket
+  FrameId frame = 0;        // the chosen frame (when !no_stack)
+  FrameKind kind = FrameKind::Native;
+  std::string site;         // "file:line", or "[no stack recorded]"
+  std::string file;
+  std::int64_t line = 0;
+  std::string function;
+  std::uint64_t bytes = 0;  // rounded block bytes (or trace sizes, for timeline sets)
+  std::uint64_t requested = 0;
+  std::uint64_t blocks = 0;
+  double percent = 0;       // of the attributed total
+  Category category = Category::Unknown;
+  StackId example_stack = kNoStack;  // the stack of the largest contribution
+  std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
+};
+
+// One allocation to attribute: a live block or a live trace allocation.
+struct LiveItem {
+  StackId stack = kNoStack;
+  std::uint64_t bytes = 0;
+  std::uint64_t requested = 0;
+};
+
+// Groups items by site, largest first. `no_stack_reason` explains the empty-stack bucket.
+std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items);
+
+// The live (active_allocated) blocks of the final state, optionally of one device only.
+std::vector<LiveItem> live_blocks(const Snapshot& snapshot, std::int64_t device = -1);
+
+// Formats a frame as "file:line:function".
+std::string format_frame(const Snapshot& snapshot, FrameId frame);
+
+}  // namespace memsnap

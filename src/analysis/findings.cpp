@@ -1,0 +1,228 @@
+// Findings: the named patterns the report stage can support with evidence (fragmentation,
+// capacity, pending frees, non-PyTorch memory), the one-sentence headline, concrete next steps
+// and what the snapshot cannot tell.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "analysis/analyze.h"
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
+std::string B(std::int64_t v) { return format_bytes(v); }
+
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+std::string site_of(const Snapshot& s, StackId stack) {
+  const SiteChoice c = choose_site(s, stack);
+  if (!c.found) return "";
+  const Frame& f = s.frames[c.frame];
+  return fmt::format("{}:{}", s.str(f.filename), f.line);
+}
+
+void oom_patterns(const Snapshot& s, Analysis& a) {
+  for (const OomAnalysis& o : a.ooms) {
+    Pattern p;
+    const std::string where = site_of(s, o.event.stack);
+    std::vector<std::string> evidence = {
+        fmt::format("oom event on device {}: request of {} (rounded), device_free {}", o.event.device, B(o.event.size),
+                    B(o.event.device_free)),
+        fmt::format("at the OOM{}: allocated {}, reserved {}, inactive {} in {} segments, largest inactive block {}",
+                    o.at_oom.replayed ? " (replayed from the trace)" : " (final state; no trace to replay)",
+                    B(o.at_oom.allocated), B(o.at_oom.reserved), B(o.at_oom.inactive), o.at_oom.segments_with_inactive,
+                    B(o.at_oom.largest_inactive_block)),
+        fmt::format("largest inactive block the request could reuse (same pool and stream): {}", B(o.largest_reusable_block)),
+    };
+    if (!where.empty()) evidence.push_back("the failed allocation came from " + where);
+    if (o.verdict == OomVerdict::Fragmentation) {
+      p.id = "fragmentation";
+      p.verdict = "problem";
+      p.confidence = "high";
+      p.summary = o.reason;
+      p.fix = {"set PYTORCH_ALLOC_CONF=expandable_segments:True so segments grow instead of new fixed-size segments being allocated",
+               fmt::format("or set PYTORCH_ALLOC_CONF=max_split_size_mb:{} so blocks larger than the failing request are not split",
+                           o.suggested_max_split_mb),
+               "reduce allocation-size variation (pad batches or sequences to fixed shapes)"};
+    } else if (o.verdict == OomVerdict::Capacity) {
+      p.id = "capacity";
+      p.verdict = "problem";
+      p.confidence = "high";
+      p.summary = o.reason + "; allocator tuning will not help";
+      p.fix = {"reduce the batch size or sequence length", "use activation checkpointing (torch.utils.checkpoint)",
+               "shard parameters, gradients and optimizer state (FSDP/ZeRO)", "use lower precision (bf16/fp16) where possible"};
+    } else {
+      continue;
+    }
+    p.evidence = std::move(evidence);
+    if (!where.empty()) p.sites.push_back(where);
+    a.patterns.push_back(std::move(p));
+  }
+}
+
+void fragmentation_without_oom(Analysis& a) {
+  if (!a.ooms.empty()) return;
+  const Totals& t = a.totals.overall;
+  std::uint64_t spread = 0;
+  for (const auto& pool : a.pools) spread += pool.segments_with_inactive;
+  if (t.reserved < kGiB || t.inactive * 10 < t.reserved * 3 || t.largest_inactive_block * 4 > t.inactive || spread < 4) return;
+  Pattern p;
+  p.id = "fragmentation";
+  p.verdict = "info";
+  p.confidence = "medium";
+  p.summary = fmt::format("{} of {} reserved is inactive, spread over {} segments, but the largest inactive block is only {}",
+                          B(t.inactive), B(t.reserved), spread, B(t.largest_inactive_block));
+  p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved)", B(t.inactive), 100.0 * static_cast<double>(t.inactive) / static_cast<double>(t.reserved)),
+                fmt::format("largest inactive block {}", B(t.largest_inactive_block)),
+                fmt::format("{} segments hold inactive memory", spread)};
+  p.fix = {"if a large allocation fails, set PYTORCH_ALLOC_CONF=expandable_segments:True",
+           "torch.cuda.empty_cache() returns wholly inactive segments to CUDA but cannot free split segments"};
+  a.patterns.push_back(std::move(p));
+}
+
+void pending_frees(Analysis& a) {
+  const Totals& t = a.totals.overall;
+  std::uint64_t pending_requests = 0, pending_bytes = 0;
+  std::vector<std::int64_t> streams;
+  for (const auto& tl : a.timelines) {
+    pending_requests += tl.pending_requests;
+    pending_bytes += tl.pending_bytes;
+    streams.insert(streams.end(), tl.pending_streams.begin(), tl.pending_streams.end());
+  }
+  if (t.pending_free == 0 && pending_requests == 0) return;
+  Pattern p;
+  p.id = "pending_frees";
+  p.verdict = t.pending_free * 10 > t.reserved ? "problem" : "info";
+  p.confidence = "high";
+  p.summary = fmt::format("{} is freed by Python but not yet reusable: the blocks wait for work on another stream (record_stream)",
+                          B(t.pending_free));
+  if (t.pending_free) p.evidence.push_back(fmt::format("{} in blocks in state active_pending_free at the end", B(t.pending_free)));
+  if (pending_requests) {
+    std::string list;
+    for (std::size_t i = 0; i < streams.size() && i < 4; ++i) list += fmt::format("{}{}", i ? ", " : "", streams[i]);
+    p.evidence.push_back(fmt::format("{} free_requested events ({} requested) have no free_completed, on stream(s) {}",
+                                     pending_requests, B(pending_bytes), list));
+  }
+  p.fix = {"synchronize the side stream (or let it finish) before the memory is needed again",
+           "avoid tensor.record_stream() on long-lived side-stream work; free tensors after the consuming stream is done"};
+  a.patterns.push_back(std::move(p));
+}
+
+void non_pytorch_memory(Analysis& a) {
+  if (!a.options.device_used) return;
+  const std::uint64_t used = *a.options.device_used;
+  const std::uint64_t reserved = a.totals.overall.reserved;
+  if (used <= reserved) return;
+  const std::uint64_t gap = used - reserved;
+  if (gap < 512 * kMiB || gap * 20 < used) return;
+  Pattern p;
+  p.id = "non_pytorch_memory";
+  p.verdict = "problem";
+  p.confidence = gap > 2 * kGiB ? "high" : "medium";
+  p.summary = fmt::format("{} of device memory is in use outside PyTorch's caching allocator", B(gap));
+  p.evidence = {fmt::format("device memory used (given with --device-used): {}", B(used)),
+                fmt::format("reserved by PyTorch's allocator (snapshot): {}", B(reserved)),
+                "the CUDA context itself takes several hundred MiB per process"};
+  p.fix = {"check NCCL buffers (NCCL_BUFFSIZE, number of communicators), cuBLAS/cuDNN workspaces (CUBLAS_WORKSPACE_CONFIG) and custom CUDA extensions",
+           "compare torch.cuda.device_memory_used() with torch.cuda.memory_reserved() around the suspect code",
+           "look for other processes on the same GPU (nvidia-smi)"};
+  a.patterns.push_back(std::move(p));
+}
+
+void headline(const Snapshot& s, Analysis& a) {
+  for (const auto& p : a.patterns) {
+    if (p.id == "fragmentation" && p.verdict == "problem") {
+      a.headline = "Out of memory from fragmentation: " + p.summary + ".";
+      return;
+    }
+    if (p.id == "capacity") {
+      a.headline = "Out of memory at capacity: " + p.summary + ".";
+      return;
+    }
+  }
+  (void)s;
+  const Totals& t = a.totals.overall;
+  if (a.sites.empty() || t.allocated == 0) {
+    a.headline = fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", B(t.reserved), B(t.inactive));
+    return;
+  }
+  const Site& top = a.sites.front();
+  if (top.no_stack) {
+    a.headline = fmt::format("{:.0f}% of live memory ({} in {} blocks) has no recorded stack, so it cannot be attributed; {} live in all.",
+                             top.percent, B(top.bytes), top.blocks, B(t.allocated));
+    return;
+  }
+  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}).", top.percent, B(top.bytes),
+                           B(t.allocated), category_name(top.category), top.site, top.function);
+}
+
+void next_steps(Analysis& a) {
+  for (const auto& p : a.patterns) {
+    for (const auto& f : p.fix) a.next_steps.push_back(fmt::format("[{}] {}", p.id, f));
+  }
+  std::size_t named = 0;
+  for (const Site& site : a.sites) {
+    if (site.no_stack || named == 3) continue;
+    a.next_steps.push_back(fmt::format("look at {} ({}): it holds {} live in {} blocks ({})", site.site, site.function,
+                                       B(site.bytes), site.blocks, category_name(site.category)));
+    ++named;
+  }
+  if (a.trace.analyzed == 0) {
+    a.next_steps.push_back("capture again with torch.cuda.memory._record_memory_history(max_entries=100000) enabled before the run, so frees, peaks and OOMs can be analyzed (`memsnap capture`)");
+  } else if (a.ooms.empty()) {
+    a.next_steps.push_back("if memory grows over steps, dump a second snapshot many steps later at the same point of the step and run memsnap EARLY --diff LATER (`memsnap capture --diff`)");
+  }
+}
+
+void uncertainties(const Snapshot& s, Analysis& a) {
+  if (!s.has_device_traces_key || a.trace.events == 0) {
+    a.uncertainties.push_back("the snapshot has no trace history: when memory was freed, the peak and the moment of an OOM cannot be known; only the final state is analyzed");
+  }
+  if (a.trace.dropped) {
+    a.uncertainties.push_back(fmt::format("{} older trace events were dropped by --max-trace-events; the window covers the newest {}",
+                                          a.trace.dropped, a.trace.analyzed));
+  }
+  std::uint64_t before = 0, freed_before = 0;
+  for (const auto& tl : a.timelines) {
+    before += tl.live_from_before_window;
+    freed_before += tl.frees_before_window;
+  }
+  if (before || freed_before) {
+    a.uncertainties.push_back(fmt::format("the trace starts mid-run (or history was enabled late): {} live blocks and {} frees refer to allocations made before the window; the peak counts them from the final state",
+                                          before, freed_before));
+  }
+  for (const Site& site : a.sites) {
+    if (site.no_stack && site.bytes) {
+      a.uncertainties.push_back(fmt::format("{} of live memory ({:.0f}%) in {} blocks has no stack: allocated before history was recorded, recorded without context, or from the backward pass without C++ frames",
+                                            B(site.bytes), site.percent, site.blocks));
+    }
+  }
+  if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {
+    a.uncertainties.push_back("an old (PyTorch <= 2.0) snapshot: block stacks and requested sizes come from the legacy 'history' field");
+  }
+  if (!a.timelines.empty()) {
+    a.uncertainties.push_back("the peak is in requested bytes (what the trace records), reconstructed backwards from the final state as memory_viz does; rounded block sizes can be larger");
+  }
+  if (!s.unknown_actions.empty() || !s.unknown_keys.empty()) {
+    a.uncertainties.push_back(fmt::format("the snapshot holds {} unknown trace actions and {} unknown keys (newer PyTorch?); they were ignored",
+                                          s.unknown_actions.size(), s.unknown_keys.size()));
+  }
+  for (const auto& v : a.invariant_violations) a.uncertainties.push_back("inconsistent snapshot: " + v);
+}
+
+}  // namespace
+
+void derive_findings(const LoadedSnapshot& loaded, Analysis& a) {
+  const Snapshot& s = loaded.snapshot;
+  oom_patterns(s, a);
+  fragmentation_without_oom(a);
+  pending_frees(a);
+  non_pytorch_memory(a);
+  headline(s, a);
+  next_steps(a);
+  uncertainties(s, a);
+}
+
+}  // namespace memsnap

@@ -1,0 +1,65 @@
+// Allocator-state questions: the largest inactive block a request could reuse (honouring pools,
+// streams and max_split_size), the layout at an OOM replayed backwards from the final state,
+// and the verdict for each OOM (fragmentation versus capacity).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/trace_summary.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+// PyTorch's CUDACachingAllocator::round_size (no roundup_power2_divisions): at least 512 bytes,
+// multiples of 512.
+std::uint64_t round_request(std::uint64_t bytes);
+
+// Inactive memory of one (device, pool, stream) group.
+struct PoolStreamFree {
+  std::int64_t device = 0;
+  bool is_large = true;      // segment_type
+  std::int64_t stream = 0;
+  std::uint64_t inactive = 0;
+  std::uint64_t largest_inactive_block = 0;
+  std::uint64_t segments = 0;                 // segments in the group
+  std::uint64_t segments_with_inactive = 0;   // ... that hold inactive blocks
+  std::uint64_t inactive_blocks = 0;
+};
+
+// For every group present in the snapshot (sorted by device, pool large first, stream).
+std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot);
+
+// The allocator layout at one moment: blocks per segment after undoing later trace events.
+struct Layout {
+  std::uint64_t allocated = 0;  // live requested bytes as replayed (trace sizes)
+  std::uint64_t reserved = 0;
+  std::uint64_t inactive = 0;   // reserved minus live and pending blocks
+  std::uint64_t largest_inactive_block = 0;
+  std::uint64_t segments_with_inactive = 0;
+  bool replayed = false;        // false: the final state is used (no trace to replay)
+};
+
+// The layout of `device` just before trace event `event_index` (of the kept events), replayed
+// backwards from the final state as memory_viz's "Allocator State History" does.
+Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t event_index);
+
+enum class OomVerdict { Fragmentation, Capacity, Unclear };
+const char* oom_verdict_name(OomVerdict v);
+
+struct OomAnalysis {
+  OomEvent event;
+  Layout at_oom;
+  // Largest inactive block the failed request could have used (same device, pool, stream,
+  // max_split_size rules), from the layout at the OOM.
+  std::uint64_t largest_reusable_block = 0;
+  OomVerdict verdict = OomVerdict::Unclear;
+  std::uint64_t suggested_max_split_mb = 0;  // for max_split_size_mb:<N>, from the request
+  std::string reason;                         // one sentence citing the numbers
+};
+
+std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace);
+
+}  // namespace memsnap

@@ -1,0 +1,45 @@
+// Replaying device_traces: the live-bytes curve (anchored at the final state), the peak and what
+// was live then, alloc/free pairing, frees still pending, and step boundaries from annotations.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/attribution.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+struct StepMark {
+  std::string name;   // e.g. "ProfilerStep#3" or "Optimizer.step#AdamW.step"
+  std::string stage;  // START / END
+  std::int64_t time_us = 0;
+  std::size_t event_index = 0;  // events before this mark
+  std::int64_t live_bytes = 0;  // live requested bytes at the mark
+};
+
+struct DeviceTimeline {
+  std::int64_t device = 0;
+  std::size_t events = 0;
+  std::optional<std::int64_t> peak_allocated;
+  std::size_t peak_index = 0;       // the peak is the state after the first peak_index events
+  std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
+  std::int64_t end_live = 0;
+  std::vector<LiveItem> live_at_peak;
+  std::uint64_t matched_frees = 0;          // alloc ... free_completed pairs inside the window
+  std::uint64_t frees_before_window = 0;    // free_completed of memory allocated before the window
+  std::uint64_t bytes_freed_before_window = 0;
+  std::uint64_t live_from_before_window = 0;  // live blocks at the end with no alloc in the window
+  std::uint64_t pending_requests = 0;       // free_requested never completed
+  std::uint64_t pending_bytes = 0;
+  std::vector<std::int64_t> pending_streams;  // streams of the pending requests (unique)
+  std::vector<StepMark> steps;
+  // Live requested bytes after each event (size events + 1): curve[0] is the window's start.
+  std::vector<std::int64_t> curve;
+};
+
+std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
+
+}  // namespace memsnap
