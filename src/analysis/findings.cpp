@@ -11,7 +11,6 @@ namespace memsnap {
 namespace {
 
 std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
-std::string B(std::int64_t v) { return format_bytes(v); }
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
@@ -50,7 +49,7 @@ void oom_patterns(const Snapshot& s, Analysis& a) {
       p.id = "capacity";
       p.verdict = "problem";
       p.confidence = "high";
-      p.summary = o.reason + "; allocator tuning will not help";
+      p.summary = o.reason;
       p.fix = {"reduce the batch size or sequence length", "use activation checkpointing (torch.utils.checkpoint)",
                "shard parameters, gradients and optimizer state (FSDP/ZeRO)", "use lower precision (bf16/fp16) where possible"};
     } else {
@@ -67,11 +66,11 @@ void fragmentation_without_oom(Analysis& a) {
   const Totals& t = a.totals.overall;
   std::uint64_t spread = 0;
   for (const auto& pool : a.pools) spread += pool.segments_with_inactive;
-  if (t.reserved < kGiB || t.inactive * 10 < t.reserved * 3 || t.largest_inactive_block * 4 > t.inactive || spread < 4) return;
+  if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3 || t.largest_inactive_block * 4 > t.inactive || spread < 8) return;
   Pattern p;
   p.id = "fragmentation";
   p.verdict = "info";
-  p.confidence = "medium";
+  p.confidence = "low";
   p.summary = fmt::format("{} of {} reserved is inactive, spread over {} segments, but the largest inactive block is only {}",
                           B(t.inactive), B(t.reserved), spread, B(t.largest_inactive_block));
   p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved)", B(t.inactive), 100.0 * static_cast<double>(t.inactive) / static_cast<double>(t.reserved)),

@@ -23,7 +23,7 @@ std::string normalized_path(std::string_view filename) {
 
 bool is_native(std::string_view filename, std::string_view name) {
   if (filename == "??" || filename.empty()) return true;
-  for (std::string_view ext : {".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".cxx", ".S"}) {
+  for (std::string_view ext : {".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".c", ".cxx", ".S", ".o"}) {
     if (ends_with(filename, ext)) return true;
   }
   if (contains(filename, ".so")) return true;
@@ -41,6 +41,17 @@ bool is_stdlib_path(std::string_view p) {
     if (contains(p, marker)) return true;
   }
   return false;
+}
+
+// A native frame worth naming: not the unwinder, allocator, thread start-up or tensor factory.
+bool is_informative_native(std::string_view filename, std::string_view name) {
+  if (is_omitted_frame(filename, name)) return false;
+  for (std::string_view skip : {"CUDACachingAllocator", "c10::cuda::", "CapturedTraceback", "<unwind unsupported>",
+                                "execute_native_thread_routine", "start_thread", "clone", "empty", "Allocator",
+                                "allocate", "malloc"}) {
+    if (contains(name, skip)) return false;
+  }
+  return name != "??" && !name.empty();
 }
 
 }  // namespace
@@ -88,7 +99,7 @@ SiteChoice choose_site(const Snapshot& s, StackId stack) {
   const std::size_t n = s.stack_size(stack);
   const FrameId* frames = s.stack_begin(stack);
   SiteChoice best[4];  // user, third-party, torch, any python
-  SiteChoice native;
+  SiteChoice native, backward_node;
   for (std::size_t i = 0; i < n; ++i) {
     const Frame& f = s.frames[frames[i]];
     const FrameKind kind = classify_frame(s.str(f.filename), s.str(f.name));
@@ -96,15 +107,13 @@ SiteChoice choose_site(const Snapshot& s, StackId stack) {
     const int slot = kind == FrameKind::User ? 0 : kind == FrameKind::ThirdParty ? 1 : kind == FrameKind::Torch ? 2 : kind == FrameKind::Native ? -1 : 3;
     if (slot == 0) return here;
     if (slot > 0 && !best[slot].found) best[slot] = here;
-    if (slot < 0 && !native.found && !is_omitted_frame(s.str(f.filename), s.str(f.name)) &&
-        !contains(s.str(f.name), "CUDACachingAllocator") && !contains(s.str(f.name), "c10::cuda::") &&
-        !contains(s.str(f.name), "CapturedTraceback") && !contains(s.str(f.name), "<unwind unsupported>")) {
-      native = here;
-    }
+    if (slot < 0 && !backward_node.found && contains(s.str(f.name), "Backward")) backward_node = here;
+    if (slot < 0 && !native.found && is_informative_native(s.str(f.filename), s.str(f.name))) native = here;
   }
   for (int slot = 1; slot < 4; ++slot) {
     if (best[slot].found) return best[slot];
   }
+  if (backward_node.found) return backward_node;  // e.g. torch::autograd::generated::MmBackward0::apply
   if (native.found) return native;
   if (n > 0) return {frames[0], FrameKind::Native, 0, true};
   return {};

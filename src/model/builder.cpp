@@ -132,19 +132,27 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
   scratch_.clear();
   for (const Value& item : doc.items(v)) scratch_.push_back(frame_of(item, doc));
   StackId id = kNoStack;
-  if (!scratch_.empty()) {
-    std::string key(reinterpret_cast<const char*>(scratch_.data()), scratch_.size() * sizeof(FrameId));
-    if (auto it = stack_index_.find(key); it != stack_index_.end()) {
-      id = it->second;
-    } else {
-      id = static_cast<StackId>(snap_.stack_count());
-      snap_.stack_frames.insert(snap_.stack_frames.end(), scratch_.begin(), scratch_.end());
-      snap_.stack_offsets.push_back(static_cast<std::uint32_t>(snap_.stack_frames.size()));
-      stack_index_.emplace(std::move(key), id);
-    }
-  }
+  if (!scratch_.empty()) id = intern_stack();
   if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
   stack_cache_[v.index] = id + 1;
+  return id;
+}
+
+StackId SnapshotBuilder::intern_stack() {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (FrameId f : scratch_) h = (h ^ f) * 0x100000001b3ull;
+  auto [first, last] = stack_index_.equal_range(h);
+  for (auto it = first; it != last; ++it) {
+    const StackId candidate = it->second;
+    if (snap_.stack_size(candidate) == scratch_.size() &&
+        std::equal(scratch_.begin(), scratch_.end(), snap_.stack_begin(candidate))) {
+      return candidate;
+    }
+  }
+  const auto id = static_cast<StackId>(snap_.stack_count());
+  snap_.stack_frames.insert(snap_.stack_frames.end(), scratch_.begin(), scratch_.end());
+  snap_.stack_offsets.push_back(static_cast<std::uint32_t>(snap_.stack_frames.size()));
+  stack_index_.emplace(h, id);
   return id;
 }
 

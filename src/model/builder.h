@@ -44,6 +44,7 @@ class SnapshotBuilder final : public TraceEntrySink {
   StrId intern(std::string_view s);
   FrameId frame_of(const Value& v, const Document& doc);
   StackId stack_of(const Value& v, const Document& doc, const char* where);
+  StackId intern_stack();  // interns scratch_
   void read_root_dict(const Document& doc);
   void read_segments(const Value& list, const Document& doc);
   void read_segment(const Value& dict, const Document& doc, std::size_t index);
@@ -58,7 +59,8 @@ class SnapshotBuilder final : public TraceEntrySink {
   std::uint64_t max_events_;
   std::unordered_map<std::string, StrId, TransparentHash, std::equal_to<>> string_index_;
   std::unordered_map<FrameKey, FrameId, FrameKeyHash> frame_index_;
-  std::unordered_map<std::string, StackId> stack_index_;
+  // Stack id by content: hash of the frame ids -> candidate ids (compared against stack_frames).
+  std::unordered_multimap<std::uint64_t, StackId> stack_index_;
   std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
   std::vector<std::size_t> ring_next_;      // per device: next slot to overwrite once full

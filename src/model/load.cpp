@@ -17,7 +17,7 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
   Document doc;
   SnapshotBuilder builder(out.snapshot, options.max_trace_events);
   if (input.format == Format::Pickle) {
-    const PickleInfo info = read_pickle(input.bytes(), doc, &builder);
+    const PickleInfo info = read_pickle(input.bytes(), doc, &builder, input.file_backed());
     out.input.pickle_protocol = info.protocol;
     out.input.trailing_bytes = info.trailing_bytes;
     builder.finish(doc);

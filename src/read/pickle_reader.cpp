@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <string>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 #include "base/error.h"
@@ -49,8 +51,8 @@ struct MarkInfo {
 
 class PickleVm {
  public:
-  PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink)
-      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink) {
+  PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages)
+      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink), drop_pages_(drop_pages) {
     stack_.reserve(4096);
   }
 
@@ -119,7 +121,11 @@ class PickleVm {
     if (index >= limits::kMaxMemoEntries || index > memo_.size() + limits::kMaxMemoIndexGap) {
       corrupt(fmt::format("memo index {} is beyond memsnap's limit", index));
     }
-    if (index >= memo_.size()) memo_.resize(index + 1, Value::released());
+    if (index == memo_.size()) {
+      memo_.push_back(v);
+      return;
+    }
+    if (index > memo_.size()) memo_.resize(index + 1, Value::released());
     else if (!marks_.empty() && marks_.back().device >= 0 && index < marks_.back().memo) marks_.back().dirty = true;
     memo_[index] = v;
   }
@@ -156,7 +162,23 @@ class PickleVm {
   PickleInfo info_;
   bool stopped_ = false;
   bool released_any_ = false;
+  bool drop_pages_ = false;
+  std::size_t dropped_upto_ = 0;
+  void drop_consumed_pages();
 };
+
+// A file-backed mapping's pages behind the cursor are handed back to the kernel every 64 MiB so
+// resident memory does not grow with the file; strings still pointing there are re-read from
+// the page cache if touched again.
+void PickleVm::drop_consumed_pages() {
+  constexpr std::size_t kStep = std::size_t(64) << 20;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t keep_from = (pos_ - kStep / 2) / page * page;
+  if (keep_from > dropped_upto_) {
+    madvise(const_cast<std::uint8_t*>(data_) + dropped_upto_, keep_from - dropped_upto_, MADV_DONTNEED);
+    dropped_upto_ = keep_from;
+  }
+}
 
 void PickleVm::append_to(const Value& container, const Value* items, std::size_t count) {
   // Modifying a container older than a streaming mark pins that batch in the arena.
@@ -248,8 +270,13 @@ PickleInfo PickleVm::run() {
   if (size_ < 2 || data_[0] != 0x80) {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
+  std::size_t next_drop = std::size_t(64) << 20;
   while (!stopped_) {
     if (pos_ >= size_) truncated();
+    if (drop_pages_ && pos_ >= next_drop) {
+      drop_consumed_pages();
+      next_drop = pos_ + (std::size_t(64) << 20);
+    }
     op_pos_ = pos_;
     op_ = data_[pos_++];
     dispatch();
@@ -430,8 +457,8 @@ const char* pickle_opcode_name(std::uint8_t op) {
   return nullptr;
 }
 
-PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink) {
-  PickleVm vm(bytes, doc, sink);
+PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages) {
+  PickleVm vm(bytes, doc, sink, drop_pages);
   return vm.run();
 }
 

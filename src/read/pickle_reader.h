@@ -34,7 +34,8 @@ struct PickleInfo {
 
 // Reads one pickle from `bytes` into `doc` (doc.root is set). Throws InputError on anything that
 // is not plain data or is malformed. `sink` may be null (then traces stay in the document).
-PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink);
+// `drop_pages`: the bytes are a read-only file mapping whose consumed pages may be released.
+PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages = false);
 
 // The opcode's name for messages ("GLOBAL", "REDUCE", ...), or nullptr for unknown bytes.
 const char* pickle_opcode_name(std::uint8_t op);
