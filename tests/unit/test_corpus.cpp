@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/analyze.h"
 #include "analysis/totals.h"
 #include "model/load.h"
 
@@ -63,6 +64,14 @@ TEST(Corpus, EveryRealSnapshotMatchesItsFacts) {
         ASSERT_NE(it, totals.devices.end()) << "device " << dev;
         EXPECT_EQ(it->totals.reserved, bytes.get<std::uint64_t>());
       }
+    }
+    // The report's invariants hold on real data: reserved = allocated + pending + inactive per
+    // device, and site bytes add up to allocated.
+    const Analysis analysis = analyze(loaded);
+    EXPECT_TRUE(analysis.invariant_violations.empty());
+    EXPECT_FALSE(analysis.headline.empty());
+    if (f.contains("trace_actions") && f["trace_actions"].is_object() && f["trace_actions"].contains("oom")) {
+      EXPECT_EQ(analysis.ooms.size(), f["trace_actions"]["oom"].get<std::size_t>());
     }
     ++checked;
   }
