@@ -17,11 +17,15 @@ namespace memsnap {
 // multiples of 512.
 std::uint64_t round_request(std::uint64_t bytes);
 
-// Inactive memory of one (device, pool, stream) group.
+// Totals and inactive memory of one (device, pool, stream) group.
 struct PoolStreamFree {
   std::int64_t device = 0;
   bool is_large = true;      // segment_type
   std::int64_t stream = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t allocated = 0;
+  std::uint64_t requested = 0;
+  std::uint64_t pending_free = 0;
   std::uint64_t inactive = 0;
   std::uint64_t largest_inactive_block = 0;
   std::uint64_t segments = 0;                 // segments in the group

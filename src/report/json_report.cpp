@@ -74,7 +74,8 @@ nlohmann::ordered_json pools_json(const std::vector<PoolStreamFree>& pools) {
   auto arr = nlohmann::ordered_json::array();
   for (const auto& p : pools) {
     arr.push_back({{"device", p.device}, {"pool", p.is_large ? "large" : "small"}, {"stream", p.stream},
-                   {"inactive", p.inactive}, {"largest_inactive_block", p.largest_inactive_block},
+                   {"reserved", p.reserved}, {"allocated", p.allocated}, {"requested", p.requested},
+                   {"pending_free", p.pending_free}, {"inactive", p.inactive}, {"largest_inactive_block", p.largest_inactive_block},
                    {"segments", p.segments}, {"segments_with_inactive", p.segments_with_inactive},
                    {"inactive_blocks", p.inactive_blocks}});
   }

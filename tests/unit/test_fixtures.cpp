@@ -33,6 +33,18 @@ bool has_pattern(const Analysis& a, const std::string& id) {
 void check_report(const LoadedSnapshot& loaded, const nlohmann::json& truth) {
   const Analysis a = analyze(loaded);
   EXPECT_TRUE(a.invariant_violations.empty());
+  std::uint64_t pool_reserved = 0, pool_allocated = 0, pool_inactive = 0, pool_pending = 0;
+  for (const auto& p : a.pools) {
+    EXPECT_EQ(p.reserved, p.allocated + p.pending_free + p.inactive);
+    pool_reserved += p.reserved;
+    pool_allocated += p.allocated;
+    pool_inactive += p.inactive;
+    pool_pending += p.pending_free;
+  }
+  EXPECT_EQ(pool_reserved, truth.at("totals").at("reserved").get<std::uint64_t>());
+  EXPECT_EQ(pool_allocated, truth.at("totals").at("allocated").get<std::uint64_t>());
+  EXPECT_EQ(pool_inactive, truth.at("totals").at("inactive").get<std::uint64_t>());
+  EXPECT_EQ(pool_pending, truth.at("totals").at("pending_free").get<std::uint64_t>());
   const auto& top = truth.at("top_site");
   if (top.is_null()) {
     ASSERT_FALSE(a.sites.empty());
