@@ -183,31 +183,69 @@ void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {
   ++snap_.unknown_keys[fmt::format("{}.{}", object, key)];
 }
 
+// Trace-entry keys by identity: PyTorch files repeat the same memoized key strings, so the
+// string's address decides without comparing bytes; a miss compares and refills the slot.
+SnapshotBuilder::TraceKey SnapshotBuilder::trace_key(const Value& key) {
+  if (key.kind != Kind::Str) return TraceKey::Unknown;
+  KeyCacheEntry& slot = key_cache_[(reinterpret_cast<std::uintptr_t>(key.s) >> 3) & 63];
+  if (slot.data == key.s && slot.size == key.aux) return slot.key;
+  const std::string_view k = key.str();
+  TraceKey id = TraceKey::Unknown;
+  if (k == "action") id = TraceKey::Action;
+  else if (k == "addr" || k == "device_free") id = TraceKey::Addr;
+  else if (k == "size") id = TraceKey::Size;
+  else if (k == "stream") id = TraceKey::Stream;
+  else if (k == "time_us") id = TraceKey::Time;
+  else if (k == "frames") id = TraceKey::Frames;
+  else if (k == "compile_context" || k == "user_metadata" || k == "internal_metadata" || k == "pool_id" ||
+           k == "forward_frames" || k == "category") id = TraceKey::Ignored;
+  slot = {key.s, key.aux, id};
+  return id;
+}
+
+// Action strings by identity, like trace keys (PyTorch memoizes one str per action).
+Action SnapshotBuilder::action_of(const Value& v) {
+  ActionCacheEntry& slot = action_cache_[(reinterpret_cast<std::uintptr_t>(v.s) >> 3) & 15];
+  if (slot.data == v.s && slot.size == v.aux) return slot.action;
+  const Action action = parse_action(v.str());
+  slot = {v.s, v.aux, action};
+  return action;
+}
+
 void SnapshotBuilder::trace_entry(std::size_t device, const Value& entry, const Document& doc) {
+  if (entry.kind != Kind::Dict) {
+    bad_field(fmt::format("device_traces[{}][{}]", device, trace_for(device).total), entry, "a dict");
+  }
+  pairs_.clear();
+  for (const Value& v : doc.items(entry)) pairs_.push_back(v);
+  trace_entry_fields(device, pairs_.data(), pairs_.size() & ~std::size_t(1), doc);
+}
+
+void SnapshotBuilder::trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) {
   DeviceTrace& trace = trace_for(device);
-  if (entry.kind != Kind::Dict) bad_field(fmt::format("device_traces[{}][{}]", device, trace.total), entry, "a dict");
   TraceEvent e;
-  for_each_pair(doc, entry, [&](std::string_view key, const Value& v) {
-    if (key == "action") {
-      if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
-      e.action = parse_action(v.str());
-      if (e.action == Action::Unknown) ++snap_.unknown_actions[std::string(v.str())];
-    } else if (key == "addr" || key == "device_free") {
-      e.addr = static_cast<std::uint64_t>(as_int(v, "a trace entry's addr"));
-    } else if (key == "size") {
-      e.size = as_size(v, "a trace entry's size");
-    } else if (key == "stream") {
-      e.stream = as_int(v, "a trace entry's stream");
-    } else if (key == "time_us") {
-      e.time_us = as_int(v, "a trace entry's time_us");
-      e.has_time = true;
-    } else if (key == "frames") {
-      e.stack = stack_of(v, doc, "a trace entry's frames");
-    } else if (key != "compile_context" && key != "user_metadata" && key != "internal_metadata" && key != "pool_id" &&
-               key != "forward_frames" && key != "category") {
-      count_unknown("trace_entry", key);
+  for (std::size_t k = 0; k + 1 < count; k += 2) {
+    const Value& v = pairs[k + 1];
+    switch (trace_key(pairs[k])) {
+      case TraceKey::Action:
+        if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
+        e.action = action_of(v);
+        if (e.action == Action::Unknown) ++snap_.unknown_actions[std::string(v.str())];
+        break;
+      case TraceKey::Addr: e.addr = static_cast<std::uint64_t>(as_int(v, "a trace entry's addr")); break;
+      case TraceKey::Size: e.size = as_size(v, "a trace entry's size"); break;
+      case TraceKey::Stream: e.stream = as_int(v, "a trace entry's stream"); break;
+      case TraceKey::Time:
+        e.time_us = as_int(v, "a trace entry's time_us");
+        e.has_time = true;
+        break;
+      case TraceKey::Frames: e.stack = stack_of(v, doc, "a trace entry's frames"); break;
+      case TraceKey::Ignored: break;
+      case TraceKey::Unknown:
+        count_unknown("trace_entry", pairs[k].kind == Kind::Str ? pairs[k].str() : std::string_view("<non-str key>"));
+        break;
     }
-  });
+  }
   ++trace.total;
   if (trace.events.size() < max_events_) {
     trace.events.push_back(e);
@@ -217,6 +255,12 @@ void SnapshotBuilder::trace_entry(std::size_t device, const Value& entry, const 
   trace.events[next] = e;
   next = (next + 1) % trace.events.size();
   ++trace.dropped;
+}
+
+Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
+  scratch_.clear();
+  for (std::size_t i = 0; i < count; ++i) scratch_.push_back(frame_of(frames[i], doc));
+  return Value::interned(kStackTag, scratch_.empty() ? kNoStack : intern_stack());
 }
 
 void SnapshotBuilder::finish(const Document& doc) {

@@ -18,6 +18,8 @@ class SnapshotBuilder final : public TraceEntrySink {
   SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events);
 
   void trace_entry(std::size_t device, const Value& entry, const Document& doc) override;
+  void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) override;
+  Value intern_stack(const Value* frames, std::size_t count, const Document& doc) override;
   std::optional<Value> converted(std::uint64_t index) override;
   void released(std::uint64_t first) override;
 
@@ -54,6 +56,22 @@ class SnapshotBuilder final : public TraceEntrySink {
   void read_annotations(const Value& list, const Document& doc);
   DeviceTrace& trace_for(std::size_t device);
   void count_unknown(const char* object, std::string_view key);
+  enum class TraceKey : std::uint8_t { Action, Addr, Size, Stream, Time, Frames, Ignored, Unknown };
+  TraceKey trace_key(const Value& key);
+  struct KeyCacheEntry {
+    const char* data = nullptr;
+    std::uint32_t size = 0;
+    TraceKey key = TraceKey::Unknown;
+  };
+  KeyCacheEntry key_cache_[64];
+  std::vector<Value> pairs_;
+  struct ActionCacheEntry {
+    const char* data = nullptr;
+    std::uint32_t size = 0;
+    Action action = Action::Unknown;
+  };
+  ActionCacheEntry action_cache_[16];
+  Action action_of(const Value& action);
 
   Snapshot& snap_;
   std::uint64_t max_events_;

@@ -16,6 +16,8 @@
 namespace memsnap {
 namespace {
 
+constexpr std::size_t kDropStep = std::size_t(16) << 20;  // release consumed file pages this often
+
 constexpr const char* kNotSnapshotRemedy =
     "memsnap reads only plain-data snapshot pickles; do not unpickle this file, and capture a snapshot "
     "with torch.cuda.memory._dump_snapshot() (run `memsnap capture`)";
@@ -47,6 +49,43 @@ struct MarkInfo {
   Document::Mark arena{};   // arena size when the mark was pushed (streaming only)
   std::size_t memo = 0;     // memo size when the mark was pushed (streaming only)
   bool dirty = false;       // something older than the mark was modified: do not release
+};
+
+// The pickle memo, compact: each slot is a 4-byte index into a value table. Released slots
+// share one entry, and short strings with equal bytes share one (a snapshot writes a fresh
+// "N/A" per trace entry), so millions of slots cost little more than their indices.
+class Memo {
+ public:
+  Memo() { values_.push_back(Value::released()); }
+  std::size_t size() const { return slots_.size(); }
+  const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
+  void push_back(const Value& v) { slots_.push_back(store(v)); }
+  void set(std::size_t i, const Value& v) { slots_[i] = store(v); }
+  void resize(std::size_t n) { slots_.resize(n, 0); }
+
+ private:
+  std::uint32_t store(const Value& v) {
+    if (v.kind == Kind::Released) return 0;
+    if (v.kind == Kind::Str && v.aux <= 32) {
+      std::uint64_t h = 0xcbf29ce484222325ull;
+      for (std::uint32_t k = 0; k < v.aux; ++k) h = (h ^ static_cast<std::uint8_t>(v.s[k])) * 0x100000001b3ull;
+      std::uint32_t& cached = short_strings_[h & 255];
+      if (cached && values_[cached].aux == v.aux && std::memcmp(values_[cached].s, v.s, v.aux) == 0) return cached;
+      cached = append(v);
+      return cached;
+    }
+    return append(v);
+  }
+  std::uint32_t append(const Value& v) {
+    if (values_.size() >= limits::kMaxMemoEntries) {
+      throw InputError("the pickle memo exceeds memsnap's limit", kRecaptureRemedy);
+    }
+    values_.push_back(v);
+    return static_cast<std::uint32_t>(values_.size() - 1);
+  }
+  std::vector<std::uint32_t> slots_;
+  std::vector<Value> values_;
+  std::uint32_t short_strings_[256] = {};
 };
 
 class PickleVm {
@@ -125,9 +164,9 @@ class PickleVm {
       memo_.push_back(v);
       return;
     }
-    if (index > memo_.size()) memo_.resize(index + 1, Value::released());
+    if (index > memo_.size()) memo_.resize(index + 1);
     else if (!marks_.empty() && marks_.back().device >= 0 && index < marks_.back().memo) marks_.back().dirty = true;
-    memo_[index] = v;
+    memo_.set(index, v);
   }
   void memo_get(std::uint64_t index) {
     if (index >= memo_.size() || memo_[index].kind == Kind::Released) {
@@ -146,6 +185,16 @@ class PickleVm {
   bool is_root_value(std::size_t p, std::string_view key) const;
   std::size_t innermost_mark_at_or_below(std::size_t p, bool& found) const;
   void stream_batch(const MarkInfo& mark);
+  bool fast_path_open();
+  void skip_frames(std::size_t& p) const {
+    if (p < size_ && data_[p] == 0x95) [[unlikely]] skip_frames_slow(p);
+  }
+  void skip_frames_slow(std::size_t& p) const;
+  bool try_fast_entry();
+  bool fast_value(std::size_t& p, Value& out, bool allow_tuple = true);
+  bool fast_memo(std::size_t& p, const Value& v);
+  bool fast_memo_get(std::size_t& p, Value& out);
+  bool fast_frames(std::size_t& p, Value& out);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
 
@@ -158,7 +207,9 @@ class PickleVm {
   TraceEntrySink* sink_;
   std::vector<Value> stack_;
   std::vector<MarkInfo> marks_;
-  std::vector<Value> memo_;
+  Memo memo_;
+  std::vector<Value> fast_pairs_;
+  std::vector<Value> fast_frames_;
   PickleInfo info_;
   bool stopped_ = false;
   bool released_any_ = false;
@@ -167,11 +218,11 @@ class PickleVm {
   void drop_consumed_pages();
 };
 
-// A file-backed mapping's pages behind the cursor are handed back to the kernel every 64 MiB so
+// A file-backed mapping's pages behind the cursor are handed back to the kernel every 16 MiB so
 // resident memory does not grow with the file; strings still pointing there are re-read from
 // the page cache if touched again.
 void PickleVm::drop_consumed_pages() {
-  constexpr std::size_t kStep = std::size_t(64) << 20;
+  constexpr std::size_t kStep = kDropStep;
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t keep_from = (pos_ - kStep / 2) / page * page;
   if (keep_from > dropped_upto_) {
@@ -236,14 +287,222 @@ void PickleVm::stream_batch(const MarkInfo& mark) {
   stack_.resize(mark.pos);
   if (mark.dirty) return;
   for (std::size_t k = mark.memo; k < memo_.size(); ++k) {
-    Value& slot = memo_[k];
+    const Value& slot = memo_[k];
     if (!slot.is_container() || slot.index < mark.arena.containers) continue;
     auto converted = sink_->converted(slot.index);
-    slot = converted ? *converted : Value::released();
+    memo_.set(k, converted ? *converted : Value::released());
   }
   sink_->released(mark.arena.containers);
   doc_.release_to(mark.arena);
   released_any_ = true;
+}
+
+// ---- fast path for trace entries ----
+// Inside a streamed device_traces batch, a trace entry dict of PyTorch's shape (scalar values,
+// strings, memo references, a (pool) 2-tuple, a frames list of memo references) is decoded
+// straight from the bytes into key/value pairs for the sink, without building the dict. Any
+// other shape makes it give up before changing anything, and the entry (and the rest of its
+// batch, to keep file order) takes the generic path.
+
+// Entries of the batch that took the generic path are handed over first, so the sink sees the
+// batch in file order.
+bool PickleVm::fast_path_open() {
+  if (!sink_ || marks_.empty()) return false;
+  const MarkInfo& m = marks_.back();
+  if (m.device < 0 || m.dirty) return false;
+  for (std::size_t k = m.pos; k < stack_.size(); ++k) sink_->trace_entry(static_cast<std::size_t>(m.device), stack_[k], doc_);
+  info_.streamed_entries += stack_.size() - m.pos;
+  stack_.resize(m.pos);
+  return true;
+}
+
+// FRAME opcodes may sit between any two opcodes; they carry no data.
+void PickleVm::skip_frames_slow(std::size_t& p) const {
+  while (p < size_ && data_[p] == 0x95 && size_ - p >= 9) p += 9;
+}
+
+bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
+  skip_frames(p);
+  if (p >= size_) return false;
+  std::uint64_t index;
+  if (data_[p] == 0x94) {
+    index = memo_.size();
+    p += 1;
+  } else if (data_[p] == 'q' && p + 1 < size_) {
+    index = data_[p + 1];
+    p += 2;
+  } else if (data_[p] == 'r' && p + 4 < size_) {
+    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
+            std::uint64_t(data_[p + 4]) << 24;
+    p += 5;
+  } else {
+    return true;  // not memoized
+  }
+  if (index != memo_.size() || memo_.size() >= limits::kMaxMemoEntries) return false;
+  memo_.push_back(v);
+  return true;
+}
+
+bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
+  skip_frames(p);
+  std::uint64_t index;
+  if (data_[p] == 'h' && p + 1 < size_) {
+    index = data_[p + 1];
+    p += 2;
+  } else if (data_[p] == 'j' && p + 4 < size_) {
+    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
+            std::uint64_t(data_[p + 4]) << 24;
+    p += 5;
+  } else {
+    return false;
+  }
+  if (index >= memo_.size() || memo_[index].kind == Kind::Released) return false;
+  out = memo_[index];
+  return true;
+}
+
+bool PickleVm::fast_frames(std::size_t& p, Value& out) {
+  // EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing.
+  const std::size_t memo_at = p;
+  std::size_t q = p;
+  Value placeholder = Value::released();
+  if (!fast_memo(q, placeholder)) return false;
+  const bool memoized = q != memo_at;
+  fast_frames_.clear();
+  skip_frames(q);
+  if (q < size_ && data_[q] == '(') {
+    ++q;
+    skip_frames(q);
+    while (q < size_ && data_[q] != 'e') {
+      Value ref;
+      if (!fast_memo_get(q, ref)) return false;
+      fast_frames_.push_back(ref);
+      skip_frames(q);
+    }
+    if (q >= size_) return false;
+    ++q;
+  } else if (q < size_ && (data_[q] == 'h' || data_[q] == 'j')) {
+    Value ref;
+    std::size_t r = q;
+    if (!fast_memo_get(r, ref)) return false;
+    skip_frames(r);
+    if (r >= size_ || data_[r] != 'a') return false;
+    fast_frames_.push_back(ref);
+    q = r + 1;
+  }
+  for (const Value& f : fast_frames_) {
+    if (f.kind != Kind::Dict && f.kind != Kind::Interned) return false;
+  }
+  out = sink_->intern_stack(fast_frames_.data(), fast_frames_.size(), doc_);
+  if (memoized) memo_.set(memo_.size() - 1, out);
+  p = q;
+  return true;
+}
+
+bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
+  skip_frames(p);
+  if (p >= size_) return false;
+  const std::uint8_t op = data_[p];
+  switch (op) {
+    case 'K':
+      if (p + 1 >= size_) return false;
+      out = Value::integer(data_[p + 1]);
+      p += 2;
+      break;
+    case 'M':
+      if (p + 2 >= size_) return false;
+      out = Value::integer(data_[p + 1] | data_[p + 2] << 8);
+      p += 3;
+      break;
+    case 'J': {
+      if (p + 4 >= size_) return false;
+      const std::uint32_t u = std::uint32_t(data_[p + 1]) | std::uint32_t(data_[p + 2]) << 8 |
+                              std::uint32_t(data_[p + 3]) << 16 | std::uint32_t(data_[p + 4]) << 24;
+      out = Value::integer(static_cast<std::int32_t>(u));
+      p += 5;
+      break;
+    }
+    case 0x8a: {
+      if (p + 1 >= size_) return false;
+      const std::size_t n = data_[p + 1];
+      if (n > 8 || p + 2 + n > size_) return false;
+      const std::uint8_t* b = data_ + p + 2;
+      std::uint64_t v = 0;
+      for (std::size_t k = 0; k < n; ++k) v |= std::uint64_t(b[k]) << (8 * k);
+      if (n > 0 && n < 8 && (b[n - 1] & 0x80)) v |= ~std::uint64_t(0) << (8 * n);
+      out = Value::integer(static_cast<std::int64_t>(v));
+      p += 2 + n;
+      break;
+    }
+    case 0x88: out = Value::boolean(true); p += 1; break;
+    case 0x89: out = Value::boolean(false); p += 1; break;
+    case 'N': out = Value::none(); p += 1; break;
+    case 0x8c: {
+      if (p + 1 >= size_) return false;
+      const std::size_t n = data_[p + 1];
+      if (p + 2 + n > size_) return false;
+      out = Value::string(reinterpret_cast<const char*>(data_ + p + 2), static_cast<std::uint32_t>(n));
+      p += 2 + n;
+      return fast_memo(p, out);
+    }
+    case 'h': case 'j': return fast_memo_get(p, out);
+    case ']': ++p; return fast_frames(p, out);
+    default: return false;
+  }
+  // A scalar may start a pool-id 2-tuple: scalar scalar TUPLE2 [memo].
+  if (allow_tuple && p + 1 < size_) {
+    std::size_t q = p;
+    skip_frames(q);
+    Value second;
+    const std::uint8_t next = data_[q];
+    if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value(q, second, false) && q < size_ &&
+        (skip_frames(q), q < size_ && data_[q] == 0x86)) {
+      const Value pair[2] = {out, second};
+      Value tuple = doc_.new_container(Kind::Tuple);
+      doc_.append(tuple, pair, 2);
+      out = tuple;
+      p = q + 1;
+      return fast_memo(p, out);
+    }
+  }
+  return true;
+}
+
+bool PickleVm::try_fast_entry() {
+  const std::size_t memo_before = memo_.size();
+  std::size_t p = pos_;
+  fast_pairs_.clear();
+  bool ok = fast_memo(p, Value::released());
+  skip_frames(p);
+  ok = ok && p < size_ && data_[p] == '(';
+  if (ok) {
+    ++p;
+    skip_frames(p);
+    while (ok && p < size_ && data_[p] != 'u') {
+      Value key, value;
+      ok = fast_value(p, key) && key.kind == Kind::Str && fast_value(p, value) && fast_pairs_.size() < 64;
+      if (ok) {
+        fast_pairs_.push_back(key);
+        fast_pairs_.push_back(value);
+      }
+      skip_frames(p);
+    }
+    ok = ok && p < size_;
+    if (ok) ++p;  // SETITEMS
+    // The finished dict must not be used by what follows (it is never on the stack).
+    std::size_t q = p;
+    skip_frames(q);
+    ok = ok && q < size_ && (data_[q] == '}' || data_[q] == 'e');
+  }
+  if (!ok) {
+    memo_.resize(memo_before);
+    return false;  // the generic path takes over, for the rest of this batch too
+  }
+  released_any_ = true;
+  pos_ = p;
+  sink_->trace_entry_fields(static_cast<std::size_t>(marks_.back().device), fast_pairs_.data(), fast_pairs_.size(), doc_);
+  ++info_.streamed_entries;
+  return true;
 }
 
 void PickleVm::push_long(const std::uint8_t* b, std::size_t n) {
@@ -270,12 +529,12 @@ PickleInfo PickleVm::run() {
   if (size_ < 2 || data_[0] != 0x80) {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
-  std::size_t next_drop = std::size_t(64) << 20;
+  std::size_t next_drop = kDropStep;
   while (!stopped_) {
     if (pos_ >= size_) truncated();
     if (drop_pages_ && pos_ >= next_drop) {
       drop_consumed_pages();
-      next_drop = pos_ + (std::size_t(64) << 20);
+      next_drop = pos_ + kDropStep;
     }
     op_pos_ = pos_;
     op_ = data_[pos_++];
@@ -315,7 +574,10 @@ void PickleVm::dispatch() {
       marks_.push_back(m);
       return;
     }
-    case '}': push(doc_.new_container(Kind::Dict)); return;
+    case '}':
+      if (fast_path_open() && try_fast_entry()) return;
+      push(doc_.new_container(Kind::Dict));
+      return;
     case ']': push(doc_.new_container(Kind::List)); return;
     case ')': push(doc_.new_container(Kind::Tuple)); return;
     case 0x8f: push(doc_.new_container(Kind::Set)); return;

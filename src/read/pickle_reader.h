@@ -17,6 +17,12 @@ class TraceEntrySink {
   virtual ~TraceEntrySink() = default;
   // One entry of device_traces[device], in file order.
   virtual void trace_entry(std::size_t device, const Value& entry, const Document& doc) = 0;
+  // The same entry given as its key/value pairs (pairs[2k] key, pairs[2k+1] value), as the
+  // reader's fast path decodes it without building the dict.
+  virtual void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) = 0;
+  // Interns a stack from its frame values (frame dicts or values this sink converted before) and
+  // returns the value the memo should hold for the list.
+  virtual Value intern_stack(const Value* frames, std::size_t count, const Document& doc) = 0;
   // Containers with index >= first are about to be dropped. For a memo slot still naming
   // container `index`, return the converted value to keep there (e.g. an interned stack), or
   // nullopt to mark it released.
