@@ -300,3 +300,65 @@ TEST(Model, WrongTypesAndNonSnapshotsAreExplained) {
 
 }  // namespace
 }  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+// Entries of one batch alternate between the reader's fast path and the generic path (a float
+// value and a new frame dict force the latter); FRAME opcodes, pool-id tuples and BINPUT memo
+// writes appear inside entries. The events must come out complete and in file order.
+TEST(Model, FastAndGenericTraceEntriesKeepFileOrder) {
+  for (int protocol : {2, 4}) {
+    PickleWriter w(protocol);
+    std::uint32_t memo = 0;
+    auto put = [&] {
+      if (protocol >= 4) w.memoize();
+      else w.long_binput(memo);
+      return memo++;
+    };
+    w.dict(); put(); w.mark();
+    w.str("device_traces"); put();
+    w.list(); put();
+    w.list(); put(); w.mark();
+    std::uint32_t frame_list = 0, action_key = 0, alloc = 0;
+    for (int i = 0; i < 300; ++i) {
+      w.dict(); put(); w.mark();
+      if (i == 0) { w.str("action"); action_key = put(); w.str("alloc"); alloc = put(); }
+      else { w.long_binget(action_key); w.long_binget(alloc); }
+      if (i % 50 == 7) w.op(0x95).le(1000, 8);  // FRAME inside an entry
+      w.str("addr"); put(); w.integer(4096 + i);
+      w.str("size"); put(); w.integer(i % 3 == 0 ? 5000000000LL : 512 * i);
+      w.str("pool_id"); put(); w.integer(0).integer(i % 2).op(0x86); put();
+      if (i % 37 == 5) { w.str("weird"); put(); w.real(0.5); }
+      w.str("frames"); put();
+      if (i == 0 || i % 61 == 3) {
+        w.list(); frame_list = put(); w.mark();
+        w.dict(); put(); w.mark(); w.str("filename"); put(); w.str("/w/t.py"); put(); w.str("line"); put(); w.integer(i);
+        w.str("name"); put(); w.str("f"); put(); w.setitems();
+        w.appends();
+      } else {
+        w.long_binget(frame_list);
+      }
+      w.setitems();
+    }
+    w.appends();
+    w.append();
+    w.setitems().stop();
+    const auto loaded = test::load_bytes(w.bytes());
+    const auto& events = loaded.snapshot.device_traces.at(0).events;
+    ASSERT_EQ(events.size(), 300u) << "protocol " << protocol;
+    int last_line = 0;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_EQ(events[i].addr, 4096u + i) << i;
+      ASSERT_EQ(events[i].size, i % 3 == 0 ? 5000000000ull : 512ull * i) << i;
+      ASSERT_EQ(events[i].action, Action::Alloc);
+      if (i == 0 || i % 61 == 3) last_line = i;
+      const Frame& f = loaded.snapshot.frames[loaded.snapshot.stack_begin(events[i].stack)[0]];
+      ASSERT_EQ(f.line, last_line) << i;
+    }
+    EXPECT_EQ(loaded.snapshot.unknown_keys.at("trace_entry.weird"), 8u);  // i = 5, 42, ..., 264
+  }
+}
+
+}  // namespace
+}  // namespace memsnap
