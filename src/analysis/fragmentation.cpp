@@ -3,6 +3,8 @@
 // the largest reusable inactive block for a request (§12.4) and a verdict for each OOM (§12.5).
 #include "analysis/fragmentation.h"
 
+#include "analysis/layout_replay.h"
+
 #include <algorithm>
 #include <iterator>
 #include <limits>
@@ -19,24 +21,17 @@ namespace {
 
 constexpr std::uint64_t kMinBlockSize = 512;
 constexpr std::uint64_t kSmallSize = 1048576;           // largest small-pool request
-constexpr std::uint64_t kSmallBuffer = 2097152;         // small-pool segment size
 constexpr std::uint64_t kMaxNonSplitRounding = 20971520;  // default max_non_split_rounding
 constexpr std::uint64_t kMiB = 1048576;
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 
-// a + b, saturating instead of wrapping (addresses in broken traces can be anything).
-std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > kMax - b ? kMax : a + b; }
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return saturating_add(a, b); }
 
 // Indices [first, last) of the blocks of `seg`, clamped to the snapshot's block array.
 std::pair<std::size_t, std::size_t> block_range(const Snapshot& s, const Segment& seg) {
   const std::size_t first = std::min<std::size_t>(seg.first_block, s.blocks.size());
   const std::size_t last = std::min<std::size_t>(first + seg.block_count, s.blocks.size());
   return {first, last};
-}
-
-// Allocated or pending free: the range is not reusable.
-bool is_live(BlockState state) {
-  return state == BlockState::ActiveAllocated || state == BlockState::ActivePendingFree;
 }
 
 // max_split_size in bytes; -1, 0 or absent mean unlimited.
@@ -54,19 +49,6 @@ bool split_rules_allow(std::uint64_t block, std::uint64_t size, std::uint64_t ma
 
 // ---- Replayed layout -------------------------------------------------------------------------
 
-// One reserved address range [key, end) of the replayed layout.
-struct SegRange {
-  std::uint64_t end = 0;
-  std::int64_t stream = 0;
-  bool is_large = true;
-};
-
-// A live block: requested bytes (trace size) and the bytes it occupies in its segment.
-struct LiveBlock {
-  std::uint64_t requested = 0;
-  std::uint64_t occupied = 0;
-};
-
 // One maximal free range inside a segment (~ one inactive block).
 struct Gap {
   std::uint64_t size = 0;
@@ -75,178 +57,23 @@ struct Gap {
   std::size_t segment = 0;  // ordinal of its segment in address order
 };
 
-using SegMap = std::map<std::uint64_t, SegRange>;
-using BlockMap = std::map<std::uint64_t, LiveBlock>;
-
-// Inserts a non-empty range; on a duplicate base address the longer range wins.
-void insert_range(SegMap& segs, std::uint64_t addr, const SegRange& r) {
-  if (r.end <= addr) return;
-  auto [it, inserted] = segs.emplace(addr, r);
-  if (!inserted && r.end > it->second.end) it->second = r;
-}
-
-// The range containing `addr`, or end().
-SegMap::const_iterator containing(const SegMap& segs, std::uint64_t addr) {
-  auto it = segs.upper_bound(addr);
-  if (it == segs.begin()) return segs.end();
-  --it;
-  return addr < it->second.end ? it : segs.end();
-}
-
-// Removes [begin, end) from every range overlapping it, keeping the pieces outside it.
-void carve(SegMap& segs, std::uint64_t begin, std::uint64_t end) {
-  if (begin >= end) return;
-  auto it = segs.upper_bound(begin);
-  if (it != segs.begin() && std::prev(it)->second.end > begin) --it;
-  while (it != segs.end() && it->first < end) {
-    const std::uint64_t start = it->first;
-    const SegRange r = it->second;
-    it = segs.erase(it);
-    if (start < begin) insert_range(segs, start, {begin, r.stream, r.is_large});
-    if (r.end > end) insert_range(segs, end, {r.end, r.stream, r.is_large});
-  }
-}
-
-// Replays one device's kept events backwards from the final state, one undo at a time.
-class Replay {
- public:
-  Replay(const Snapshot& s, std::int64_t device);
-  // Undoes the kept events with index >= `index` (only moves backwards).
-  void undo_from(std::size_t index);
-  std::vector<Gap> gaps() const;
-  std::uint64_t reserved() const;
-  std::uint64_t allocated() const;
-
- private:
-  void undo(const TraceEvent& e);
-  void restore_segment(const TraceEvent& e, bool merge);
-  bool guess_large(std::uint64_t addr, std::uint64_t size) const;
-  void segment_gaps(std::uint64_t start, const SegRange& r, std::size_t ordinal,
-                    std::vector<Gap>& out) const;
-
-  const std::vector<TraceEvent>* events_ = nullptr;
-  std::size_t cursor_ = 0;  // events [cursor_, size) are undone
-  SegMap final_;            // the final segments, for the pool of restored ranges
-  SegMap segs_;
-  BlockMap live_;
-};
-
-// The final layout of `device`: its segments and its allocated and pending-free blocks.
-Replay::Replay(const Snapshot& s, std::int64_t device) {
-  static const std::vector<TraceEvent> kNone;
-  const bool has_trace = device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size();
-  events_ = has_trace ? &s.device_traces[static_cast<std::size_t>(device)].events : &kNone;
-  cursor_ = events_->size();
-  for (const Segment& seg : s.segments) {
-    if (seg.device != device) continue;
-    insert_range(final_, seg.address, {sat_add(seg.address, seg.total_size), seg.stream, seg.is_large});
-    const auto [first, last] = block_range(s, seg);
-    for (std::size_t i = first; i < last; ++i) {
-      const Block& b = s.blocks[i];
-      if (is_live(b.state)) live_[b.address] = {b.requested_size, b.size};
-    }
-  }
-  segs_ = final_;
-}
-
-void Replay::undo_from(std::size_t index) {
-  while (cursor_ > index) undo((*events_)[--cursor_]);
-}
-
-// Undoes one event exactly like MemoryViz; unknown addresses are ignored.
-void Replay::undo(const TraceEvent& e) {
-  switch (e.action) {
-    case Action::Alloc:
-      live_.erase(e.addr);
-      break;
-    case Action::FreeCompleted:
-      live_[e.addr] = {e.size, round_request(e.size)};
-      break;
-    case Action::SegmentAlloc:
-      if (segs_.erase(e.addr) == 0) carve(segs_, e.addr, sat_add(e.addr, e.size));
-      break;
-    case Action::SegmentMap:
-      carve(segs_, e.addr, sat_add(e.addr, e.size));
-      break;
-    case Action::SegmentFree:
-      restore_segment(e, false);
-      break;
-    case Action::SegmentUnmap:
-      restore_segment(e, true);
-      break;
-    default:
-      break;  // free_requested, oom, snapshot, annotations: no layout change
-  }
-}
-
-// Pool of a restored range: the final segment containing it, else by size (small = 2 MiB).
-bool Replay::guess_large(std::uint64_t addr, std::uint64_t size) const {
-  if (auto it = containing(final_, addr); it != final_.end()) return it->second.is_large;
-  return size > kSmallBuffer;
-}
-
-// Adds a freed/unmapped range back; for unmaps merges it with same-stream neighbours.
-void Replay::restore_segment(const TraceEvent& e, bool merge) {
-  const std::uint64_t end = sat_add(e.addr, e.size);
-  if (end <= e.addr) return;
-  carve(segs_, e.addr, end);
-  SegRange r{end, e.stream, guess_large(e.addr, e.size)};
-  if (merge) {
-    if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == e.stream) {
-      r.end = right->second.end;
-      r.is_large = right->second.is_large;
-      segs_.erase(right);
-    }
-    auto left = segs_.lower_bound(e.addr);
-    if (left != segs_.begin() && std::prev(left)->second.end == e.addr &&
-        std::prev(left)->second.stream == e.stream) {
-      std::prev(left)->second.end = r.end;
-      return;
-    }
-  }
-  insert_range(segs_, e.addr, r);
-}
-
-// Free gaps of one segment: its range minus the live blocks overlapping it.
-void Replay::segment_gaps(std::uint64_t start, const SegRange& r, std::size_t ordinal,
-                          std::vector<Gap>& out) const {
-  auto emit = [&](std::uint64_t from, std::uint64_t to) {
-    if (to > from) out.push_back({to - from, r.stream, r.is_large, ordinal});
-  };
-  std::uint64_t cursor = start;
-  auto it = live_.lower_bound(start);
-  if (it != live_.begin()) {
-    const auto prev = std::prev(it);
-    cursor = std::max(cursor, std::min(r.end, sat_add(prev->first, prev->second.occupied)));
-  }
-  for (; it != live_.end() && it->first < r.end; ++it) {
-    emit(cursor, it->first);
-    cursor = std::max(cursor, std::min(r.end, sat_add(it->first, it->second.occupied)));
-  }
-  emit(cursor, r.end);
-}
-
-std::vector<Gap> Replay::gaps() const {
+std::vector<Gap> gaps_of(const LayoutReplay& replay) {
   std::vector<Gap> out;
   std::size_t ordinal = 0;
-  for (const auto& [start, r] : segs_) segment_gaps(start, r, ordinal++, out);
+  std::uint64_t current = kMax;
+  replay.for_each_piece([&](std::uint64_t start, const LayoutReplay::Range& r, std::uint64_t from, std::uint64_t to,
+                            const LayoutReplay::Live* live) {
+    if (start != current) {
+      if (current != kMax) ++ordinal;
+      current = start;
+    }
+    if (!live) out.push_back({to - from, r.stream, r.is_large, ordinal});
+  });
   return out;
 }
 
-std::uint64_t Replay::reserved() const {
-  std::uint64_t total = 0;
-  for (const auto& [start, r] : segs_) total = sat_add(total, r.end - start);
-  return total;
-}
-
-std::uint64_t Replay::allocated() const {
-  std::uint64_t total = 0;
-  for (const auto& [addr, b] : live_) total = sat_add(total, b.requested);
-  return total;
-}
-
 // Totals of a replayed layout from its gaps.
-Layout summarize(const Replay& replay, const std::vector<Gap>& gaps) {
+Layout summarize(const LayoutReplay& replay, const std::vector<Gap>& gaps) {
   Layout l;
   l.replayed = true;
   l.reserved = replay.reserved();
@@ -418,9 +245,9 @@ std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot) {
 
 Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t event_index) {
   if (!has_events(snapshot, device)) return final_layout(snapshot, device);
-  Replay replay(snapshot, device);
+  LayoutReplay replay(snapshot, device);
   replay.undo_from(event_index);
-  return summarize(replay, replay.gaps());
+  return summarize(replay, gaps_of(replay));
 }
 
 const char* oom_verdict_name(OomVerdict v) {
@@ -441,12 +268,12 @@ std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSumma
   for (auto& [device, positions] : by_device) {
     std::sort(positions.begin(), positions.end(),
               [&](std::size_t x, std::size_t y) { return trace.ooms[x].index > trace.ooms[y].index; });
-    Replay replay(snapshot, device);
+    LayoutReplay replay(snapshot, device);
     const bool replayed = has_events(snapshot, device);
     for (std::size_t k : positions) {
       const OomEvent& oom = trace.ooms[k];
       replay.undo_from(oom.index);
-      const std::vector<Gap> gaps = replay.gaps();
+      const std::vector<Gap> gaps = gaps_of(replay);
       Layout layout = summarize(replay, gaps);
       layout.replayed = replayed;
       out[k] = analyze_one(oom, layout, gaps, max_split);

@@ -67,9 +67,11 @@ Format sniff(std::span<const std::uint8_t> b) {
   throw InputError(fmt::format("unrecognized content (first byte 0x{:02x}): neither a pickle nor JSON", b[0]), kNeedSnapshot);
 }
 
+std::uint64_t max_decompressed() { return std::min(limits::kMaxDecompressedBytes, limits::memory_budget_bytes()); }
+
 [[noreturn]] void too_big() {
-  throw InputError(fmt::format("the decompressed snapshot exceeds memsnap's limit of {} GiB",
-                               limits::kMaxDecompressedBytes >> 30),
+  throw InputError(fmt::format("the decompressed snapshot exceeds memsnap's limit of {} MiB (half this machine's memory, at most 16 GiB)",
+                               max_decompressed() >> 20),
                    "decompress it yourself and pass the plain file, or check it is not a decompression bomb");
 }
 
@@ -83,8 +85,8 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> in) {
   std::size_t produced = 0;
   while (rc != Z_STREAM_END) {
     if (produced == out.size()) {
-      if (out.size() >= limits::kMaxDecompressedBytes) { inflateEnd(&zs); too_big(); }
-      out.resize(std::min<std::uint64_t>(out.size() * 2, limits::kMaxDecompressedBytes));
+      if (out.size() >= max_decompressed()) { inflateEnd(&zs); too_big(); }
+      out.resize(std::min<std::uint64_t>(out.size() * 2, max_decompressed()));
     }
     const auto in_chunk = static_cast<uInt>(std::min<std::size_t>(remaining_in, 1u << 30));
     zs.avail_in = in_chunk;
@@ -112,8 +114,8 @@ std::vector<std::uint8_t> unzstd(std::span<const std::uint8_t> in) {
   std::size_t last = 1;
   while (true) {
     if (produced == out.size()) {
-      if (out.size() >= limits::kMaxDecompressedBytes) { ZSTD_freeDStream(ds); too_big(); }
-      out.resize(std::min<std::uint64_t>(out.size() * 2, limits::kMaxDecompressedBytes));
+      if (out.size() >= max_decompressed()) { ZSTD_freeDStream(ds); too_big(); }
+      out.resize(std::min<std::uint64_t>(out.size() * 2, max_decompressed()));
     }
     ZSTD_outBuffer output{out.data() + produced, out.size() - produced, 0};
     last = ZSTD_decompressStream(ds, &output, &input);
@@ -243,7 +245,7 @@ InputBytes open_input(const std::string& path) {
     }
     if (n == 0) break;
     data.insert(data.end(), buf, buf + n);
-    if (data.size() > limits::kMaxDecompressedBytes) { ::close(fd); too_big(); }
+    if (data.size() > max_decompressed()) { ::close(fd); too_big(); }
   }
   ::close(fd);
   return input_from_memory(std::move(data));

@@ -77,7 +77,7 @@ class Memo {
     return append(v);
   }
   std::uint32_t append(const Value& v) {
-    if (values_.size() >= limits::kMaxMemoEntries) {
+    if (values_.size() >= limits::kMaxMemoEntries || values_.size() * sizeof(Value) > limits::memory_budget_bytes()) {
       throw InputError("the pickle memo exceeds memsnap's limit", kRecaptureRemedy);
     }
     values_.push_back(v);

@@ -63,9 +63,10 @@ Value Document::new_container(Kind kind) {
 void Document::append(const Value& container, const Value* items, std::size_t count) {
   if (count == 0) return;
   Container& c = containers_[container.index];
-  if (items_.size() + count > limits::kMaxContainerItems || c.size + count > std::numeric_limits<std::uint32_t>::max()) {
-    throw InputError("the snapshot holds more container items than memsnap's limit (2^31)",
-                     "split the capture (smaller max_entries) or report the file to the memsnap developers");
+  if (items_.size() + count > limits::kMaxContainerItems || c.size + count > std::numeric_limits<std::uint32_t>::max() ||
+      (items_.size() + count) * sizeof(Value) > limits::memory_budget_bytes()) {
+    throw InputError("the snapshot's segments and settings hold more objects than memsnap's memory budget allows",
+                     "run memsnap on a machine with more memory, or check the file is a real snapshot");
   }
   // Extend the last chunk in place when it ends at the arena's end (the common case).
   if (c.last_chunk != Container::kNoChunk) {
