@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analyze.h"
+#include "analysis/patterns.h"
 #include "base/format_bytes.h"
 
 namespace memsnap {
@@ -14,6 +15,13 @@ std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
+
+const Pattern* find_pattern(const Analysis& a, std::string_view id) {
+  for (const auto& p : a.patterns) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
 
 std::string site_of(const Snapshot& s, StackId stack) {
   const SiteChoice c = choose_site(s, stack);
@@ -137,11 +145,26 @@ void headline(const Snapshot& s, Analysis& a) {
       return;
     }
     if (p.id == "capacity") {
-      a.headline = "Out of memory at capacity: " + p.summary + ".";
+      const Pattern* opt = find_pattern(a, "optimizer_state_spike");
+      a.headline = opt && opt->summary.rfind("The OOM happened inside optimizer.step()", 0) == 0
+                       ? "Out of memory at capacity inside optimizer.step(): " + p.summary + "; the optimizer state is expected, not a leak."
+                       : "Out of memory at capacity: " + p.summary + ".";
       return;
     }
   }
   (void)s;
+  for (const char* id : {"retained_autograd_graph", "growing_container"}) {
+    if (const Pattern* p = find_pattern(a, id)) {
+      a.headline = "Leak: " + p->summary + ".";
+      return;
+    }
+  }
+  for (const char* id : {"reference_cycles", "activation_pressure", "replicated_gradients"}) {
+    if (const Pattern* p = find_pattern(a, id)) {
+      a.headline = p->summary + ".";
+      return;
+    }
+  }
   const Totals& t = a.totals.overall;
   if (a.sites.empty() || t.allocated == 0) {
     a.headline = fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", B(t.reserved), B(t.inactive));
@@ -153,8 +176,11 @@ void headline(const Snapshot& s, Analysis& a) {
                              top.percent, B(top.bytes), top.blocks, B(t.allocated));
     return;
   }
-  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}).", top.percent, B(top.bytes),
-                           B(t.allocated), category_name(top.category), top.site, top.function);
+  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}.", top.percent, B(top.bytes),
+                           B(t.allocated), category_name(top.category), top.site, top.function,
+                           top.category == Category::OptimizerState && find_pattern(a, "optimizer_state_spike")
+                               ? ": optimizer state from the first optimizer.step(), expected retention, not a leak"
+                               : "");
 }
 
 void next_steps(Analysis& a) {
@@ -170,8 +196,16 @@ void next_steps(Analysis& a) {
   }
   if (a.trace.analyzed == 0) {
     a.next_steps.push_back("capture again with torch.cuda.memory._record_memory_history(max_entries=100000) enabled before the run, so frees, peaks and OOMs can be analyzed (`memsnap capture`)");
+  } else if (const Pattern* leak = find_pattern(a, "retained_autograd_graph") ? find_pattern(a, "retained_autograd_graph")
+                                                                                 : find_pattern(a, "growing_container")) {
+    a.next_steps.push_back(fmt::format("to confirm the {} with a diff: dump a snapshot at a fixed point of a step (e.g. right after "
+                                       "optimizer.step()) now and again at the same point 20 or more steps later, then run memsnap "
+                                       "EARLY --diff LATER; {} should grow in both bytes and blocks (`memsnap capture --diff`)",
+                                       leak->id == "growing_container" ? "leak" : "retained graph",
+                                       leak->id == "growing_container" && !leak->sites.empty() ? leak->sites.front()
+                                                                                                : std::string("the activation sites above")));
   } else if (a.ooms.empty()) {
-    a.next_steps.push_back("if memory grows over steps, dump a second snapshot many steps later at the same point of the step and run memsnap EARLY --diff LATER (`memsnap capture --diff`)");
+    a.next_steps.push_back("if memory grows over steps, dump a second snapshot many steps later at the same point of the step (right after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)");
   }
 }
 
@@ -219,6 +253,7 @@ void derive_findings(const LoadedSnapshot& loaded, Analysis& a) {
   fragmentation_without_oom(a);
   pending_frees(a);
   non_pytorch_memory(a);
+  add_diagnosis_patterns(s, a);
   headline(s, a);
   next_steps(a);
   uncertainties(s, a);

@@ -1,6 +1,8 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
 
+#include "report/comparison_report.h"
+
 #include <cmath>
 #include <fmt/format.h>
 
@@ -162,6 +164,101 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const auto& [k, n] : s.unknown_actions) unknown_actions[k] = n;
   j["tolerated"] = {{"unknown_keys", unknown}, {"unknown_actions", unknown_actions}};
   return j;
+}
+
+namespace {
+
+nlohmann::ordered_json delta_totals_json(const Totals& before, const Totals& after) {
+  auto d = [](std::uint64_t a, std::uint64_t b) { return static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a); };
+  auto opt = [](const std::optional<std::int64_t>& a, const std::optional<std::int64_t>& b) {
+    return a && b ? nlohmann::ordered_json(*b - *a) : nlohmann::ordered_json(nullptr);
+  };
+  nlohmann::ordered_json j;
+  j["reserved"] = d(before.reserved, after.reserved);
+  j["allocated"] = d(before.allocated, after.allocated);
+  j["pending_free"] = d(before.pending_free, after.pending_free);
+  j["inactive"] = d(before.inactive, after.inactive);
+  j["requested"] = d(before.requested, after.requested);
+  j["segments"] = d(before.segments, after.segments);
+  j["blocks"] = d(before.blocks, after.blocks);
+  j["largest_inactive_block"] = d(before.largest_inactive_block, after.largest_inactive_block);
+  j["peak_allocated"] = opt(before.peak_allocated, after.peak_allocated);
+  j["peak_reserved"] = opt(before.peak_reserved, after.peak_reserved);
+  return j;
+}
+
+nlohmann::ordered_json diff_site_json(const DiffSite& s) {
+  nlohmann::ordered_json j;
+  j["site"] = s.site;
+  j["file"] = s.file;
+  j["line"] = s.line;
+  j["function"] = s.function;
+  j["category"] = category_name(s.category);
+  j["bytes_before"] = s.bytes_before;
+  j["bytes_after"] = s.bytes_after;
+  j["delta_bytes"] = s.delta_bytes;
+  j["blocks_before"] = s.blocks_before;
+  j["blocks_after"] = s.blocks_after;
+  j["delta_blocks"] = s.delta_blocks;
+  j["status"] = s.status;
+  j["verdict"] = s.verdict.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.verdict);
+  j["pattern"] = s.pattern.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.pattern);
+  return j;
+}
+
+}  // namespace
+
+void add_diff_json(nlohmann::ordered_json& report, const DiffReport& d) {
+  nlohmann::ordered_json j;
+  j["before"] = {{"path", d.before_path}, {"totals", totals_json(d.before)}};
+  j["after"] = {{"path", d.after_path}};
+  j["totals_delta"] = delta_totals_json(d.before, d.after);
+  j["steps_between"] = d.steps_between ? nlohmann::ordered_json(*d.steps_between) : nlohmann::ordered_json(nullptr);
+  j["seconds_between"] = d.seconds_between ? nlohmann::ordered_json(std::round(*d.seconds_between * 1000) / 1000)
+                                           : nlohmann::ordered_json(nullptr);
+  j["headline"] = d.headline;
+  j["warnings"] = d.warnings;
+  auto sites = nlohmann::ordered_json::array();
+  for (const DiffSite& s : d.sites) sites.push_back(diff_site_json(s));
+  j["sites"] = sites;
+  report["diff"] = j;
+}
+
+void add_ranks_json(nlohmann::ordered_json& report, const RankReport& r, std::size_t top) {
+  auto ranks = nlohmann::ordered_json::array();
+  std::vector<std::int64_t> outlier_ranks;
+  for (const RankOutlier& o : r.outliers) outlier_ranks.push_back(o.rank);
+  for (const RankResult& x : r.ranks) {
+    nlohmann::ordered_json e;
+    e["rank"] = x.rank;
+    e["path"] = x.path;
+    e["totals"] = totals_json(x.analysis.totals.overall);
+    e["oom_events"] = x.oom_events;
+    e["top_sites"] = sites_json(x.analysis.sites, std::min<std::size_t>(top, 3));
+    e["headline"] = x.analysis.headline;
+    auto ids = nlohmann::ordered_json::array();
+    for (const Pattern& p : x.analysis.patterns) ids.push_back(p.id);
+    e["patterns"] = ids;
+    e["outlier"] = std::find(outlier_ranks.begin(), outlier_ranks.end(), x.rank) != outlier_ranks.end();
+    ranks.push_back(e);
+  }
+  report["ranks"] = ranks;
+  report["outlier_ranks"] = outlier_ranks;
+  nlohmann::ordered_json c;
+  c["directory"] = r.directory;
+  c["metric"] = r.metric;
+  c["median"] = r.median;
+  c["body_rank"] = r.ranks[r.body].rank;
+  auto outliers = nlohmann::ordered_json::array();
+  for (const RankOutlier& o : r.outliers) {
+    auto sites = nlohmann::ordered_json::array();
+    for (const DiffSite& s : o.sites) sites.push_back(diff_site_json(s));
+    outliers.push_back({{"rank", o.rank}, {"reference_rank", o.reference_rank}, {"value", o.value}, {"median", o.median},
+                        {"reason", o.reason}, {"sites", sites}});
+  }
+  c["outliers"] = outliers;
+  c["skipped"] = r.skipped;
+  report["rank_comparison"] = c;
 }
 
 }  // namespace memsnap

@@ -2,6 +2,8 @@
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
 
+#include "report/comparison_report.h"
+
 #include <fmt/format.h>
 #include <sstream>
 
@@ -139,6 +141,96 @@ std::string text_report(const LoadedSnapshot& loaded, const Analysis& a) {
     for (const auto& u : a.uncertainties) out += wrap(u, "  - ", "    ");
   }
   return out;
+}
+
+namespace {
+
+std::string signed_bytes(std::int64_t v) {
+  std::string out(v > 0 ? "+" : v < 0 ? "-" : "");
+  out += format_bytes(v < 0 ? -v : v);
+  return out;
+}
+
+std::string diff_row(const DiffSite& s) {
+  std::string row = fmt::format("  {:>11} {:>6} blocks  {:<7} {}", signed_bytes(s.delta_bytes),
+                                fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), s.status,
+                                s.no_stack ? s.site : s.site + " (" + s.function + ")");
+  if (!s.verdict.empty()) row += fmt::format("  {}: {}", s.verdict, s.pattern);
+  return row;
+}
+
+}  // namespace
+
+std::string diff_text(const DiffReport& d, std::size_t top) {
+  std::string out = "\nDiff against the earlier snapshot\n";
+  out += wrap(fmt::format("{} -> {}{}{}", d.before_path, d.after_path,
+                          d.steps_between ? fmt::format(", {} steps apart", *d.steps_between) : "",
+                          d.seconds_between ? fmt::format(", {:.1f} s apart", *d.seconds_between) : ""),
+              "  ", "    ");
+  auto delta = [](std::uint64_t a, std::uint64_t b) { return signed_bytes(static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a)); };
+  out += wrap(fmt::format("reserved {} ({}), allocated {} ({}), inactive {} ({})", B(d.after.reserved),
+                          delta(d.before.reserved, d.after.reserved), B(d.after.allocated),
+                          delta(d.before.allocated, d.after.allocated), B(d.after.inactive), delta(d.before.inactive, d.after.inactive)),
+              "  ", "    ");
+  std::size_t shown = 0;
+  out += "  Sites by growth in live bytes:\n";
+  for (const DiffSite& s : d.sites) {
+    if (s.status == "same" || s.delta_bytes <= 0 || shown == top) continue;
+    out += diff_row(s) + "\n";
+    ++shown;
+  }
+  if (shown == 0) out += "  (no site grew)\n";
+  std::size_t down = 0;
+  for (auto it = d.sites.rbegin(); it != d.sites.rend() && down < 3; ++it) {
+    if (it->delta_bytes >= 0) break;
+    if (down++ == 0) out += "  Largest decreases:\n";
+    out += diff_row(*it) + "\n";
+  }
+  for (const auto& w : d.warnings) out += wrap(w, "  warning: ", "    ");
+  return out;
+}
+
+std::string ranks_text(const RankReport& r) {
+  std::string out = "\nRanks\n";
+  out += wrap(fmt::format("{} snapshots in {}; the sections below describe rank {}, the one with the highest {}", r.ranks.size(),
+                          r.directory, r.ranks[r.body].rank, r.metric == "peak_allocated" ? "peak" : "live memory"),
+              "  ", "  ");
+  out += fmt::format("  {:>4} {:>11} {:>11} {:>11} {:>11} {:>4}  {}\n", "rank", "peak", "reserved", "allocated", "inactive", "OOM",
+                     "top site");
+  for (const RankResult& x : r.ranks) {
+    const Totals& t = x.analysis.totals.overall;
+    const bool outlier = std::any_of(r.outliers.begin(), r.outliers.end(), [&](const RankOutlier& o) { return o.rank == x.rank; });
+    std::string top = "-";
+    if (!x.analysis.sites.empty()) {
+      const Site& s = x.analysis.sites.front();
+      const std::string file = s.file.substr(s.file.find_last_of("/\\") == std::string::npos ? 0 : s.file.find_last_of("/\\") + 1);
+      top = s.no_stack ? s.site : fmt::format("{}:{} ({:.0f}%)", file, s.line, s.percent);
+    }
+    out += fmt::format("  {:>4} {:>11} {:>11} {:>11} {:>11} {:>4}  {}{}\n", x.rank,
+                       t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", B(t.reserved), B(t.allocated), B(t.inactive),
+                       x.oom_events, outlier ? "* " : "", top);
+  }
+  if (r.outliers.empty()) {
+    out += wrap(fmt::format("No outlier rank: every rank's {} is within 10% (or 64 MiB) of the median {}.",
+                            r.metric == "peak_allocated" ? "peak" : "live memory", format_bytes(r.median)),
+                "  ", "    ");
+  }
+  for (const RankOutlier& o : r.outliers) {
+    out += wrap(fmt::format("rank {} stands out: {}", o.rank, o.reason), "  * ", "    ");
+    for (const DiffSite& s : o.sites) {
+      out += wrap(fmt::format("{} in {} blocks at {} ({}) against rank {}", signed_bytes(s.delta_bytes),
+                              fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), s.site, s.function, o.reference_rank),
+                  "      ", "        ");
+    }
+  }
+  for (const auto& s : r.skipped) out += wrap(s, "  skipped: ", "    ");
+  return out;
+}
+
+std::string with_section(const std::string& report, const std::string& section) {
+  const auto pos = report.find("\nTotals\n");
+  if (pos == std::string::npos) return report + section;
+  return report.substr(0, pos) + section + report.substr(pos);
 }
 
 }  // namespace memsnap

@@ -1,0 +1,332 @@
+// Per-rank snapshots: parallel load and analysis, outlier ranks and their explaining sites, and
+// patterns across ranks.
+#include "analysis/ranks.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "base/error.h"
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A rank stands out when its metric is this far from the median (the larger of the two).
+constexpr double kOutlierFraction = 0.10;
+constexpr std::int64_t kOutlierFloor = 64ll << 20;
+// Replication across ranks: model state within 2% on every rank, >= 50% of live, >= 512 MiB.
+constexpr double kSameSize = 1.02;
+constexpr std::uint64_t kMinModelState = 512ull << 20;
+
+std::string B(std::int64_t v) { return format_bytes(v); }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool snapshot_extension(const std::string& name) {
+  const std::string l = lower(name);
+  for (const char* ext : {".pickle", ".pkl", ".json", ".gz", ".zst", ".zstd", ".pickle5", ".snapshot"}) {
+    const std::string e(ext);
+    if (l.size() >= e.size() && l.compare(l.size() - e.size(), e.size(), e) == 0) return true;
+  }
+  return false;
+}
+
+std::string label(const std::string& metric) { return metric == "peak_allocated" ? "peak" : "live memory"; }
+
+std::string rank_list(const std::vector<std::int64_t>& ranks) {
+  std::string out;
+  for (auto r : ranks) out += fmt::format("{}{}", out.empty() ? "" : ", ", r);
+  return out;
+}
+
+void drop_bulky(Analysis& a) {
+  for (DeviceTimeline& t : a.timelines) {
+    std::vector<std::int64_t>().swap(t.curve);
+    std::vector<LiveItem>().swap(t.live_at_peak);
+  }
+}
+
+std::vector<RankOutlier> find_outliers(const RankReport& r) {
+  std::vector<RankOutlier> out;
+  const std::size_t n = r.ranks.size();
+  if (n < 2) return out;
+  std::size_t ooms = 0;
+  for (const auto& x : r.ranks) ooms += x.oom_events > 0;
+  std::vector<bool> outlier(n, false);
+  std::vector<std::string> reason(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const RankResult& x = r.ranks[i];
+    const std::int64_t dev = x.metric - r.median;
+    const std::int64_t tol = std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(r.median)));
+    if (n == 2) {
+      const RankResult& other = r.ranks[1 - i];
+      const std::int64_t lo = std::min(x.metric, other.metric);
+      if (x.metric > other.metric &&
+          x.metric - other.metric > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
+        outlier[i] = true;
+        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", label(r.metric), B(x.metric), B(other.metric), other.rank,
+                                "+", B(x.metric - other.metric));
+      }
+    } else if (dev > tol || -dev > tol) {
+      outlier[i] = true;
+      reason[i] = fmt::format("{} {} against a median of {} ({}{})", label(r.metric), B(x.metric), B(r.median), dev > 0 ? "+" : "-",
+                              B(dev > 0 ? dev : -dev));
+    }
+    if (x.oom_events > 0 && ooms * 2 < n) {
+      reason[i] += fmt::format("{}{} OOM event(s) where most ranks have none", reason[i].empty() ? "" : "; ", x.oom_events);
+      outlier[i] = true;
+    }
+  }
+  // The reference: the non-outlier rank closest to the median.
+  std::size_t ref = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (outlier[i]) continue;
+    if (ref == n || std::llabs(r.ranks[i].metric - r.median) < std::llabs(r.ranks[ref].metric - r.median)) ref = i;
+  }
+  if (ref == n) return out;
+  const bool peak = r.metric == "peak_allocated";
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!outlier[i]) continue;
+    RankOutlier o;
+    o.rank = r.ranks[i].rank;
+    o.reference_rank = r.ranks[ref].rank;
+    o.value = r.ranks[i].metric;
+    o.median = r.median;
+    o.reason = reason[i];
+    const Analysis& a = r.ranks[i].analysis;
+    const Analysis& b = r.ranks[ref].analysis;
+    auto sites = diff_sites(peak ? b.sites_at_peak : b.sites, peak ? a.sites_at_peak : a.sites);
+    const bool higher = o.value >= r.ranks[ref].metric;
+    if (!higher) std::reverse(sites.begin(), sites.end());
+    for (const DiffSite& s : sites) {
+      if (o.sites.size() == 3 || (higher ? s.delta_bytes <= 0 : s.delta_bytes >= 0)) break;
+      o.sites.push_back(s);
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void merge_patterns(RankReport& r) {
+  std::vector<std::string> order;
+  std::map<std::string, Pattern> first;
+  std::map<std::string, std::vector<std::int64_t>> on;
+  for (const RankResult& x : r.ranks) {
+    for (const Pattern& p : x.analysis.patterns) {
+      if (!first.count(p.id)) {
+        first.emplace(p.id, p);
+        order.push_back(p.id);
+      }
+      auto& ranks = on[p.id];
+      if (ranks.empty() || ranks.back() != x.rank) ranks.push_back(x.rank);
+    }
+  }
+  // Replication: the same full-size model state on every rank, unsharded, most of live memory.
+  std::uint64_t lo = UINT64_MAX, hi = 0;
+  bool sharded = false, ddp = false, grads = true, oom = false;
+  for (const RankResult& x : r.ranks) {
+    lo = std::min(lo, x.model.total());
+    hi = std::max(hi, x.model.total());
+    sharded |= x.model.sharded_frames;
+    ddp |= x.model.ddp_frames;
+    grads &= x.model.gradients + x.model.ddp_buckets > 0 && x.model.parameters > 0;
+    oom |= x.oom_events > 0;
+  }
+  const ModelState& mid = r.ranks[r.ranks.size() / 2].model;
+  if (r.ranks.size() >= 2 && !sharded && (ddp || grads) && lo >= kMinModelState && double(hi) <= double(lo) * kSameSize &&
+      mid.total() * 2 >= mid.live) {
+    const std::string id = "replicated_gradients";
+    if (!first.count(id)) order.push_back(id);
+    first[id] = replicated_gradients_pattern(mid, r.ranks.size(), oom);
+    on[id].clear();
+    for (const RankResult& x : r.ranks) on[id].push_back(x.rank);
+  }
+  for (const auto& id : order) {
+    Pattern p = first[id];
+    const auto& ranks = on[id];
+    p.evidence.insert(p.evidence.begin(), ranks.size() == r.ranks.size()
+                                              ? fmt::format("found on all {} ranks", r.ranks.size())
+                                              : fmt::format("found on rank(s) {} of {}", rank_list(ranks), r.ranks.size()));
+    if (ranks.size() == 1 && ranks.size() < r.ranks.size()) p.summary = fmt::format("rank {}: {}", ranks.front(), p.summary);
+    r.patterns.push_back(std::move(p));
+  }
+  std::stable_sort(r.patterns.begin(), r.patterns.end(), [](const Pattern& a, const Pattern& b) {
+    return is_leak_pattern(a.id) && !is_leak_pattern(b.id);
+  });
+}
+
+std::string headline(const RankReport& r) {
+  const Analysis& body = r.ranks[r.body].analysis;
+  if (r.outliers.empty()) {
+    std::int64_t lo = r.ranks.front().metric, hi = lo;
+    for (const auto& x : r.ranks) {
+      lo = std::min(lo, x.metric);
+      hi = std::max(hi, x.metric);
+    }
+    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), label(r.metric), B(lo), B(hi),
+                       r.ranks[r.body].rank, body.headline);
+  }
+  std::vector<std::int64_t> ranks;
+  for (const auto& o : r.outliers) ranks.push_back(o.rank);
+  const RankOutlier& o = r.outliers.front();
+  std::string why;
+  if (!o.sites.empty()) {
+    const DiffSite& s = o.sites.front();
+    why = fmt::format("; {} ({}) explains {}{} of it against rank {}", s.site, s.function, s.delta_bytes > 0 ? "+" : "-",
+                      B(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
+  }
+  return fmt::format("Rank{} {} of {} stand{} out: rank {} has {}{}.", ranks.size() > 1 ? "s" : "", rank_list(ranks), r.ranks.size(),
+                     ranks.size() > 1 ? "" : "s", o.rank, o.reason, why);
+}
+
+}  // namespace
+
+std::int64_t rank_from_name(const std::string& filename) {
+  std::string stem = fs::path(filename).filename().string();
+  const std::string l = lower(stem);
+  auto digits_at = [&](std::size_t i) -> std::int64_t {
+    std::size_t j = i;
+    while (j < l.size() && std::isdigit(static_cast<unsigned char>(l[j]))) ++j;
+    if (j == i || j - i > 9) return -1;
+    return std::stoll(l.substr(i, j - i));
+  };
+  if (auto pos = l.rfind("rank"); pos != std::string::npos) {
+    std::size_t i = pos + 4;
+    while (i < l.size() && (l[i] == '_' || l[i] == '-' || l[i] == ' ' || l[i] == '=')) ++i;
+    if (const auto r = digits_at(i); r >= 0) return r;
+  }
+  for (std::size_t end = l.size(); end > 0; --end) {
+    if (!std::isdigit(static_cast<unsigned char>(l[end - 1]))) continue;
+    std::size_t begin = end;
+    while (begin > 0 && std::isdigit(static_cast<unsigned char>(l[begin - 1]))) --begin;
+    return digits_at(begin);
+  }
+  return -1;
+}
+
+std::vector<std::string> rank_files(const std::string& directory) {
+  std::vector<std::string> all, snaps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || !entry.is_regular_file(ec)) continue;
+    all.push_back(entry.path().string());
+    if (snapshot_extension(name)) snaps.push_back(entry.path().string());
+  }
+  auto& out = snaps.empty() ? all : snaps;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, const AnalyzeOptions& options, unsigned threads) {
+  const auto files = rank_files(directory);
+  if (files.empty()) {
+    throw InputError("the directory holds no snapshot files", "put one snapshot per rank in it (e.g. rank0.pickle, rank1.pickle)");
+  }
+  std::vector<std::optional<RankResult>> results(files.size());
+  std::vector<std::string> errors(files.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
+      try {
+        const LoadedSnapshot loaded = load_snapshot(files[i], load);
+        RankResult r;
+        r.path = files[i];
+        r.input = loaded.input;
+        r.analysis = analyze(loaded, options);
+        r.model = model_state(loaded.snapshot);
+        r.oom_events = r.analysis.trace.ooms.size();
+        drop_bulky(r.analysis);
+        results[i] = std::move(r);
+      } catch (const std::bad_alloc&) {
+        errors[i] = "ran out of memory while reading";
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, files.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
+  RankReport r;
+  r.directory = directory;
+  std::set<std::int64_t> seen;
+  bool by_name = true;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::int64_t rank = rank_from_name(files[i]);
+    by_name &= rank >= 0 && seen.insert(rank).second;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!results[i]) {
+      r.skipped.push_back(fmt::format("{}: {}", fs::path(files[i]).filename().string(), errors[i]));
+      continue;
+    }
+    results[i]->rank = by_name ? rank_from_name(files[i]) : static_cast<std::int64_t>(i);
+    r.ranks.push_back(std::move(*results[i]));
+  }
+  if (r.ranks.empty()) {
+    throw InputError(fmt::format("none of the {} files could be analyzed (first: {})", files.size(), r.skipped.front()),
+                     "check that the directory holds snapshots written by torch.cuda.memory._dump_snapshot()");
+  }
+  std::sort(r.ranks.begin(), r.ranks.end(), [](const RankResult& a, const RankResult& b) { return a.rank < b.rank; });
+  const bool peaks = std::all_of(r.ranks.begin(), r.ranks.end(), [](const RankResult& x) { return x.analysis.totals.overall.peak_allocated.has_value(); });
+  r.metric = peaks ? "peak_allocated" : "allocated";
+  std::vector<std::int64_t> values;
+  for (RankResult& x : r.ranks) {
+    const Totals& t = x.analysis.totals.overall;
+    x.metric = peaks ? *t.peak_allocated : static_cast<std::int64_t>(t.allocated);
+    values.push_back(x.metric);
+  }
+  std::sort(values.begin(), values.end());
+  r.median = (values[(values.size() - 1) / 2] + values[values.size() / 2]) / 2;
+  for (std::size_t i = 1; i < r.ranks.size(); ++i) {
+    if (r.ranks[i].metric > r.ranks[r.body].metric) r.body = i;
+  }
+  r.outliers = find_outliers(r);
+  merge_patterns(r);
+  r.headline = headline(r);
+  return r;
+}
+
+void apply_ranks(const RankReport& r, Analysis& body) {
+  body.headline = r.headline;
+  body.patterns = r.patterns;
+  std::vector<std::string> steps;
+  for (const RankOutlier& o : r.outliers) {
+    for (const DiffSite& s : o.sites) {
+      steps.push_back(fmt::format("rank {}: look at {} ({}): {}{} and {} blocks against rank {} ({})", o.rank, s.site, s.function,
+                                  s.delta_bytes > 0 ? "+" : "-", B(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes),
+                                  fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), o.reference_rank,
+                                  category_name(s.category)));
+    }
+  }
+  for (const Pattern& p : r.patterns) {
+    for (const auto& f : p.fix) {
+      const std::string line = fmt::format("[{}] {}", p.id, f);
+      if (std::find(steps.begin(), steps.end(), line) == steps.end()) steps.push_back(line);
+    }
+  }
+  for (auto& s : body.next_steps) {
+    if (s.rfind("[", 0) != 0 && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(std::move(s));
+  }
+  body.next_steps = std::move(steps);
+  for (const auto& s : r.skipped) body.uncertainties.insert(body.uncertainties.begin(), "skipped " + s);
+}
+
+}  // namespace memsnap

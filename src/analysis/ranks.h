@@ -1,0 +1,62 @@
+// A directory of per-rank snapshots: each file is loaded and analyzed in parallel (a pool of
+// std::threads, one per core), then the ranks are compared: peak, reserved, allocated, inactive,
+// OOM events and top site per rank, the outlier ranks and the sites that explain the
+// difference, and the patterns found across ranks (replicated DDP state among them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/analyze.h"
+#include "analysis/diff.h"
+#include "analysis/patterns.h"
+#include "model/load.h"
+
+namespace memsnap {
+
+struct RankResult {
+  std::int64_t rank = 0;
+  std::string path;
+  InputInfo input;
+  Analysis analysis;  // timeline curves and live sets dropped to save memory
+  ModelState model;
+  std::uint64_t oom_events = 0;
+  std::int64_t metric = 0;  // the compared value (peak_allocated, else allocated)
+};
+
+struct RankOutlier {
+  std::int64_t rank = 0;
+  std::int64_t reference_rank = 0;  // the rank closest to the median
+  std::int64_t value = 0, median = 0;
+  std::string reason;               // one sentence with the numbers
+  std::vector<DiffSite> sites;      // the sites that explain the difference, largest first
+};
+
+struct RankReport {
+  std::string directory;
+  std::vector<RankResult> ranks;  // by rank
+  std::string metric;             // "peak_allocated" or "allocated"
+  std::int64_t median = 0;
+  std::vector<RankOutlier> outliers;
+  std::vector<Pattern> patterns;  // found across ranks (each says on which ranks)
+  std::vector<std::string> skipped;  // files that could not be analyzed, with the reason
+  std::size_t body = 0;           // index of the rank the report body describes (highest metric)
+  std::string headline;
+};
+
+// The rank from the digits in a file name: those after "rank" when present ("rank3_step100.pickle"
+// -> 3), else the last run of digits ("mem_r5.pickle" -> 5); -1 when the name has none.
+std::int64_t rank_from_name(const std::string& filename);
+
+// Snapshot files of a directory, sorted by name (hidden files and other extensions skipped).
+std::vector<std::string> rank_files(const std::string& directory);
+
+// Throws InputError when no file of the directory can be analyzed. `threads` 0 = all cores.
+RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, const AnalyzeOptions& options, unsigned threads = 0);
+
+// Puts the comparison into the body's analysis (the rank at `report.body`): headline, patterns
+// across ranks, next steps.
+void apply_ranks(const RankReport& report, Analysis& body);
+
+}  // namespace memsnap

@@ -1,0 +1,122 @@
+// Training steps in a device's trace, and what each allocation site holds at every step boundary.
+//
+// Steps come from external_annotations when the run recorded them (ProfilerStep#N,
+// Optimizer.step#..., Optimizer.zero_grad#..., DataLoader iteration, step-like record_function
+// regions), else from the trace itself: recurring runs of torch/optim allocations, or the period
+// of the allocation-stack sequence (not when the repeating unit runs inside one module call: the
+// layers of one forward pass are not steps). A boundary is an event index: the state before that event,
+// at the same point of every step, so live memory at boundaries can be compared step to step.
+//
+// Lifetimes pair each allocation with its free_completed inside the window:
+//
+//     event index   0 .. a ........ f .. n
+//     lifetime            [alloc a, free f]   live in the states a+1 .. f
+//
+// Allocations older than the window (alloc = kBeforeWindow) and still live at the end
+// (free = kStillLive) are open-ended.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/attribution.h"
+#include "analysis/timeline.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+inline constexpr std::size_t kBeforeWindow = std::numeric_limits<std::size_t>::max();
+inline constexpr std::size_t kStillLive = std::numeric_limits<std::size_t>::max();
+
+struct Lifetime {
+  std::size_t alloc = kBeforeWindow;  // index of the alloc event
+  std::size_t free = kStillLive;      // index of the free_completed event
+  std::uint64_t size = 0;             // trace size (requested bytes)
+  StackId stack = kNoStack;           // allocation stack; empty when allocated before the window and freed in it
+  StackId free_stack = kNoStack;
+  // Live in the state after the first `index` events.
+  bool live_at(std::size_t index) const {
+    return (alloc == kBeforeWindow || alloc < index) && (free == kStillLive || free >= index);
+  }
+};
+
+// Every allocation seen by device `device`'s window (plus the blocks live at the end that the
+// window never allocated), in order of allocation; the older ones first.
+std::vector<Lifetime> build_lifetimes(const Snapshot& snapshot, std::int64_t device);
+
+// Allocation sites as attribution names them (innermost user frame, ...), resolved once per stack.
+struct StepSite {
+  std::string site;      // "file:line" or "[no stack recorded]"
+  std::string file;
+  std::int64_t line = 0;
+  std::string function;
+  FrameKind kind = FrameKind::Native;
+  Category category = Category::Unknown;
+  bool no_stack = false;
+  StackId example_stack = kNoStack;
+};
+
+class SiteIndex {
+ public:
+  explicit SiteIndex(const Snapshot& snapshot) : snapshot_(snapshot) {}
+  std::size_t of(StackId stack);
+  const StepSite& operator[](std::size_t i) const { return sites_[i]; }
+  std::size_t size() const { return sites_.size(); }
+
+ private:
+  const Snapshot& snapshot_;
+  std::unordered_map<StackId, std::size_t> by_stack_;
+  std::unordered_map<std::uint64_t, std::size_t> by_frame_;  // chosen frame + 1; 0 = no stack
+  std::vector<StepSite> sites_;
+};
+
+enum class StepSource { None, ProfilerStep, OptimizerStep, ZeroGrad, DataLoader, UserRegion, OptimizerTrace, Period };
+const char* step_source_name(StepSource source);
+
+struct Steps {
+  std::int64_t device = 0;
+  StepSource source = StepSource::None;
+  std::string marker;                   // the annotation name, or the site whose allocation starts each step
+  std::vector<std::size_t> boundaries;  // event indices, strictly ascending; at least 3 when found
+  bool found() const { return boundaries.size() >= 3; }
+  // The step an event belongs to: the number of boundaries at or before it.
+  std::size_t step_of(std::size_t event_index) const;
+};
+
+// Minimum boundaries for a step sequence, and for the growth rules (intervals = boundaries - 1).
+inline constexpr std::size_t kMinBoundaries = 3;
+
+Steps find_steps(const Snapshot& snapshot, const DeviceTimeline& timeline);
+
+// True for the optimizer's own allocations: the innermost torch/optim frame is not zero_grad and
+// no module call or backward lies inside it (a closure given to optimizer.step() is not).
+bool is_optimizer_stack(const Snapshot& snapshot, StackId stack);
+
+// categorize_stack(), except that allocations of a closure run inside optimizer.step() (forward,
+// backward) are activations or gradients, not optimizer state.
+Category diagnosis_category(const Snapshot& snapshot, StackId stack);
+
+// Live bytes and blocks of one site at every boundary.
+struct SiteSeries {
+  std::size_t site = 0;
+  std::vector<std::int64_t> bytes;
+  std::vector<std::int64_t> blocks;
+  std::vector<std::uint32_t> allocs;  // allocations per interval (boundary i .. i+1)
+  std::int64_t min_block = 0;         // smallest allocation of the site in the window
+};
+
+struct StepTable {
+  Steps steps;
+  std::vector<std::int64_t> live;     // live requested bytes at each boundary
+  std::vector<std::int64_t> time_us;  // time of the event at each boundary (0 if unknown)
+  std::vector<SiteSeries> series;     // sites live at some boundary or allocated between them
+};
+
+StepTable step_table(const Snapshot& snapshot, const DeviceTimeline& timeline, const std::vector<Lifetime>& lifetimes,
+                     Steps steps, SiteIndex& sites);
+
+}  // namespace memsnap

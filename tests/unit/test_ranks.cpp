@@ -1,0 +1,182 @@
+// Rank directories: a generated DDP run on 4 ranks with one known outlier (rank 3 caches
+// 4 x 128 MiB of validation batches at train.py:140), rank numbers from file names, parallel
+// loading, files that are not snapshots, and the CLI's ranks JSON.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "analysis/ranks.h"
+#include "base/error.h"
+
+namespace memsnap {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return fs::path(MEMSNAP_FIXTURE_DIR) / name; }
+
+nlohmann::json group_truth() {
+  std::ifstream in(fixture("ddp_ranks.group.json"));
+  return nlohmann::json::parse(in);
+}
+
+// A fresh temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST(Ranks, RankFromTheDigitsInTheFileName) {
+  EXPECT_EQ(rank_from_name("rank3.pickle"), 3);
+  EXPECT_EQ(rank_from_name("/x/y/snapshot_rank_12.pkl"), 12);
+  EXPECT_EQ(rank_from_name("rank0_step100.pickle"), 0);
+  EXPECT_EQ(rank_from_name("mem_r5.pickle"), 5);
+  EXPECT_EQ(rank_from_name("oom_snapshot_dev7.pickle.gz"), 7);
+  EXPECT_EQ(rank_from_name("snapshot.pickle"), -1);
+}
+
+TEST(Ranks, FourRanksNameTheOutlierAndItsSite) {
+  const auto truth = group_truth();
+  const auto& expect = truth["expect"];
+  const RankReport r = analyze_ranks(fixture("ddp_ranks").string(), {}, {});
+  ASSERT_EQ(r.ranks.size(), 4u);
+  std::vector<std::int64_t> ranks;
+  for (const auto& x : r.ranks) ranks.push_back(x.rank);
+  EXPECT_EQ(ranks, expect["ranks"].get<std::vector<std::int64_t>>());
+  EXPECT_EQ(r.metric, "peak_allocated");
+  EXPECT_TRUE(r.skipped.empty());
+  ASSERT_EQ(r.outliers.size(), 1u);
+  const RankOutlier& o = r.outliers.front();
+  EXPECT_EQ(std::vector<std::int64_t>{o.rank}, expect["outlier_ranks"].get<std::vector<std::int64_t>>());
+  EXPECT_NE(o.reference_rank, o.rank);
+  ASSERT_FALSE(o.sites.empty());
+  EXPECT_EQ(o.sites.front().site, expect["explaining_site"].get<std::string>());
+  EXPECT_EQ(o.sites.front().delta_bytes, expect["explaining_bytes"].get<std::int64_t>());
+  EXPECT_EQ(o.sites.front().delta_blocks, expect["explaining_blocks"].get<std::int64_t>());
+  EXPECT_EQ(o.value - r.ranks[static_cast<std::size_t>(o.reference_rank)].metric, expect["explaining_bytes"].get<std::int64_t>());
+  EXPECT_EQ(r.ranks[r.body].rank, 3);
+  EXPECT_EQ(r.headline.rfind("Rank 3 of 4 stands out", 0), 0u) << r.headline;
+  // Patterns across ranks: DDP replication on every rank, no leak anywhere.
+  const auto it = std::find_if(r.patterns.begin(), r.patterns.end(), [](const Pattern& p) { return p.id == "replicated_gradients"; });
+  ASSERT_NE(it, r.patterns.end());
+  EXPECT_EQ(it->confidence, "high");
+  EXPECT_EQ(it->evidence.front(), "found on all 4 ranks");
+  for (const auto& id : expect["patterns_absent"]) {
+    for (const auto& p : r.patterns) EXPECT_NE(p.id, id.get<std::string>());
+  }
+  // Per-rank totals match the generator's truth of each file.
+  for (const auto& x : r.ranks) {
+    const auto& t = truth["files"]["rank" + std::to_string(x.rank) + ".pickle"]["totals"];
+    const Totals& got = x.analysis.totals.overall;
+    EXPECT_EQ(got.reserved, t["reserved"].get<std::uint64_t>());
+    EXPECT_EQ(got.allocated, t["allocated"].get<std::uint64_t>());
+    EXPECT_EQ(got.inactive, t["inactive"].get<std::uint64_t>());
+    EXPECT_EQ(got.peak_allocated, t["peak_allocated"].get<std::int64_t>());
+    EXPECT_EQ(x.metric, t["peak_allocated"].get<std::int64_t>());
+    EXPECT_EQ(x.oom_events, 0u);
+  }
+}
+
+TEST(Ranks, ParallelLoadingMatchesSerial) {
+  const RankReport serial = analyze_ranks(fixture("ddp_ranks").string(), {}, {}, 1);
+  const RankReport parallel = analyze_ranks(fixture("ddp_ranks").string(), {}, {}, 8);
+  ASSERT_EQ(serial.ranks.size(), parallel.ranks.size());
+  for (std::size_t i = 0; i < serial.ranks.size(); ++i) {
+    EXPECT_EQ(serial.ranks[i].rank, parallel.ranks[i].rank);
+    EXPECT_EQ(serial.ranks[i].metric, parallel.ranks[i].metric);
+    EXPECT_EQ(serial.ranks[i].analysis.headline, parallel.ranks[i].analysis.headline);
+  }
+  EXPECT_EQ(serial.headline, parallel.headline);
+}
+
+TEST(Ranks, BalancedRanksHaveNoOutlier) {
+  TempDir dir("memsnap_ranks_balanced");
+  for (int r = 0; r < 3; ++r) fs::copy_file(fixture("ddp_ranks") / ("rank" + std::to_string(r) + ".pickle"), dir.path / ("snap_rank" + std::to_string(r) + ".pickle"));
+  const RankReport rep = analyze_ranks(dir.path.string(), {}, {});
+  ASSERT_EQ(rep.ranks.size(), 3u);
+  EXPECT_TRUE(rep.outliers.empty());
+  EXPECT_EQ(rep.headline.rfind("The 3 ranks are balanced", 0), 0u) << rep.headline;
+}
+
+TEST(Ranks, FilesThatAreNotSnapshotsAreSkipped) {
+  TempDir dir("memsnap_ranks_skip");
+  fs::copy_file(fixture("ddp_ranks") / "rank0.pickle", dir.path / "rank0.pickle");
+  fs::copy_file(fixture("ddp_ranks") / "rank3.pickle", dir.path / "rank1.pickle");
+  std::ofstream(dir.path / "rank2.pickle") << "not a pickle";
+  std::ofstream(dir.path / "README.md") << "notes";
+  std::ofstream(dir.path / ".hidden.pickle") << "x";
+  const RankReport rep = analyze_ranks(dir.path.string(), {}, {});
+  ASSERT_EQ(rep.ranks.size(), 2u);
+  ASSERT_EQ(rep.skipped.size(), 1u);
+  EXPECT_EQ(rep.skipped.front().rfind("rank2.pickle: ", 0), 0u) << rep.skipped.front();
+  // Two ranks: the higher one stands out, against the other.
+  ASSERT_EQ(rep.outliers.size(), 1u);
+  EXPECT_EQ(rep.outliers.front().rank, 1);
+  EXPECT_EQ(rep.outliers.front().reference_rank, 0);
+}
+
+TEST(Ranks, DirectoryWithoutSnapshotsIsAnInputError) {
+  TempDir dir("memsnap_ranks_empty");
+  EXPECT_THROW(analyze_ranks(dir.path.string(), {}, {}), InputError);
+  std::ofstream(dir.path / "rank0.pickle") << "garbage";
+  EXPECT_THROW(analyze_ranks(dir.path.string(), {}, {}), InputError);
+}
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+CliRun run(const std::string& args) {
+  const auto err_path = fs::temp_directory_path() / ("memsnap_ranks_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(MEMSNAP_BINARY) + " " + args + " 2>" + err_path.string();
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 65536> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  fs::remove(err_path);
+  return r;
+}
+
+TEST(Ranks, CliJsonHasRanksAndOutliers) {
+  const auto expect = group_truth()["expect"];
+  const CliRun r = run(fixture("ddp_ranks").string() + " --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "memsnap.report/1");
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& e = j["ranks"][i];
+    EXPECT_EQ(e["rank"], i);
+    for (const char* key : {"rank", "path", "totals", "oom_events", "top_sites"}) EXPECT_TRUE(e.contains(key)) << key;
+    EXPECT_TRUE(e["totals"].contains("peak_allocated"));
+    EXPECT_FALSE(e["top_sites"].empty());
+  }
+  EXPECT_EQ(j["outlier_ranks"], expect["outlier_ranks"]);
+  EXPECT_EQ(j["rank_comparison"]["outliers"][0]["sites"][0]["site"], expect["explaining_site"]);
+  EXPECT_EQ(j["rank_comparison"]["body_rank"], 3);
+  EXPECT_EQ(j["ranks"][3]["top_sites"][0]["site"], expect["explaining_site"]);
+  bool replicated = false;
+  for (const auto& p : j["patterns"]) replicated |= p["id"] == "replicated_gradients";
+  EXPECT_TRUE(replicated);
+  const CliRun text = run(fixture("ddp_ranks").string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("rank 3 stands out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memsnap
