@@ -1,16 +1,23 @@
 // memsnap's command line: analyze a snapshot, dump its raw contents, or print capture recipes.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <future>
+#include <optional>
 #include <fmt/format.h>
 #include <new>
 #include <string>
 
 #include "analysis/analyze.h"
+#include "analysis/diff.h"
+#include "analysis/ranks.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
 #include "model/load.h"
 #include "report/capture.h"
+#include "report/comparison_report.h"
 #include "report/dump.h"
+#include "report/html_report.h"
 #include "report/json_report.h"
 #include "report/text_report.h"
 
@@ -112,20 +119,69 @@ int run_analyze(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stderr);
     return kExitUsage;
   }
+  if (!diff_path.empty() && std::filesystem::is_directory(path)) {
+    std::fprintf(stderr, "memsnap: error: --diff compares two snapshot files; PATH %s is a directory of ranks\n", path.c_str());
+    return kExitUsage;
+  }
   if (!device_used.empty() && !memsnap::parse_size(device_used)) {
     std::fprintf(stderr, "memsnap: error: --device-used %s: not a size; use bytes or a unit such as 81920MiB or 80GiB\n",
                  device_used.c_str());
     return kExitUsage;
   }
   return guarded(path, [&] {
-    const auto loaded = memsnap::load_snapshot(path, {max_events});
     memsnap::AnalyzeOptions options;
     options.top = static_cast<std::size_t>(top);
     if (!device_used.empty()) options.device_used = memsnap::parse_size(device_used);
-    const auto analysis = memsnap::analyze(loaded, options);
+    const memsnap::LoadOptions load{max_events};
+    memsnap::LoadedSnapshot loaded;
+    memsnap::Analysis analysis;
+    std::optional<memsnap::DiffReport> diff;
+    std::optional<memsnap::RankReport> ranks;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      // One snapshot per rank, analyzed in parallel; the body of the report is the rank with the
+      // highest peak, the comparison goes into its own sections.
+      ranks = memsnap::analyze_ranks(path, load, options);
+      loaded = memsnap::load_snapshot(ranks->ranks[ranks->body].path, load);
+      analysis = memsnap::analyze(loaded, options);
+      memsnap::apply_ranks(*ranks, analysis);
+    } else if (!diff_path.empty()) {
+      // PATH (earlier) and LATER load in parallel; the report describes LATER plus the diff.
+      auto earlier = std::async(std::launch::async, [&] {
+        auto l = memsnap::load_snapshot(path, load);
+        auto a = memsnap::analyze(l, options);
+        return std::make_pair(std::move(l), std::move(a));
+      });
+      try {
+        loaded = memsnap::load_snapshot(diff_path, load);
+        analysis = memsnap::analyze(loaded, options);
+      } catch (const memsnap::InputError& e) {
+        earlier.wait();
+        return input_error(diff_path, e.what());
+      }
+      const auto before = earlier.get();
+      diff = memsnap::diff_snapshots(before.first, before.second, loaded, analysis);
+      memsnap::apply_diff(*diff, analysis);
+    } else {
+      loaded = memsnap::load_snapshot(path, load);
+      analysis = memsnap::analyze(loaded, options);
+    }
     std::string text;
-    if (format == "json") text = memsnap::json_report(loaded, analysis).dump(2) + "\n";
+    if (format == "json") {
+      auto report = memsnap::json_report(loaded, analysis);
+      if (diff) memsnap::add_diff_json(report, *diff);
+      if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
+      text = report.dump(2) + "\n";
+    }
+    else if (format == "html") {
+      auto report = memsnap::json_report(loaded, analysis);  // with the same optional sections as --format json
+      if (diff) memsnap::add_diff_json(report, *diff);
+      if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
+      text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
+    }
     else text = memsnap::text_report(loaded, analysis);
+    if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
+    if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
     if (!write_output(text, out_path)) {
       std::fprintf(stderr, "memsnap: error: %s: cannot write the report; check the directory exists and is writable\n",
                    out_path.c_str());

@@ -1,0 +1,574 @@
+// The HTML report's data: downsampled timelines, per-site stacks and segment maps, put into the
+// template that cmake/embed_assets.cmake generates from src/report/html and the chart library.
+#include "report/html_report.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/fragmentation.h"
+#include "analysis/layout_replay.h"
+#include "report/downsample.h"
+#include "report/json_report.h"
+
+namespace memsnap {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+constexpr std::string_view kDataMarker = "<!--MEMSNAP:DATA-->";
+
+// Block states of the segment maps, as codes (the page has the names).
+enum StateCode : int { kAllocated = 0, kPendingFree = 1, kInactive = 2, kMerged = 3, kUnknownState = 4 };
+
+int state_code(BlockState s) {
+  switch (s) {
+    case BlockState::ActiveAllocated: return kAllocated;
+    case BlockState::ActivePendingFree: return kPendingFree;
+    case BlockState::Inactive: return kInactive;
+    case BlockState::Unknown: break;
+  }
+  return kUnknownState;
+}
+
+// Sites of stacks, keyed by the chosen frame as in attribution.cpp; numbered internally as
+// they are met, and in the output only when something drawn refers to them.
+class SiteTable {
+ public:
+  explicit SiteTable(const Snapshot& s) : s_(s) {}
+
+  std::uint32_t of_stack(StackId stack) {
+    if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
+    const SiteChoice c = stack == kNoStack ? SiteChoice{} : choose_site(s_, stack);
+    const std::uint64_t key = c.found ? std::uint64_t(c.frame) + 1 : 0;
+    auto [pos, inserted] = by_key_.emplace(key, static_cast<std::uint32_t>(keys_.size()));
+    if (inserted) {
+      keys_.push_back(key);
+      emitted_.push_back(-1);
+    }
+    by_stack_.emplace(stack, pos->second);
+    return pos->second;
+  }
+
+  std::size_t size() const { return keys_.size(); }
+
+  // The output index of an internal id (added to the output table on first use).
+  std::int64_t emit(std::uint32_t id) {
+    if (id == kNone || id >= keys_.size()) return -1;
+    if (emitted_[id] >= 0) return emitted_[id];
+    emitted_[id] = static_cast<std::int64_t>(out_.size());
+    const std::uint64_t key = keys_[id];
+    if (key == 0) {
+      out_.push_back({{"site", "[no stack recorded]"}, {"function", ""}});
+    } else {
+      const Frame& f = s_.frames[key - 1];
+      out_.push_back({{"site", fmt::format("{}:{}", s_.str(f.filename), f.line)}, {"function", s_.str(f.name)}});
+    }
+    return emitted_[id];
+  }
+
+  ojson take() { return std::move(out_); }
+
+ private:
+  const Snapshot& s_;
+  std::unordered_map<StackId, std::uint32_t> by_stack_;
+  std::unordered_map<std::uint64_t, std::uint32_t> by_key_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::int64_t> emitted_;
+  ojson out_ = ojson::array();
+};
+
+const std::vector<TraceEvent>& events_of(const Snapshot& s, std::int64_t device) {
+  static const std::vector<TraceEvent> kEmpty;
+  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return kEmpty;
+  return s.device_traces[static_cast<std::size_t>(device)].events;
+}
+
+// Time axis: every kept event has a time and times never go backwards on any device.
+bool has_time_axis(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, std::int64_t& t0) {
+  t0 = std::numeric_limits<std::int64_t>::max();
+  for (const DeviceTimeline& t : timelines) {
+    const auto& events = events_of(s, t.device);
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    for (const TraceEvent& e : events) {
+      if (!e.has_time || e.time_us < last) return false;
+      last = e.time_us;
+    }
+    if (!events.empty()) t0 = std::min(t0, events.front().time_us);
+  }
+  return !timelines.empty();
+}
+
+// Time of the state after the first k events (the first event's time for k = 0).
+std::int64_t time_at(const std::vector<TraceEvent>& events, std::size_t k) {
+  if (events.empty()) return 0;
+  const std::size_t i = std::min(k, events.size());
+  return events[i == 0 ? 0 : i - 1].time_us;
+}
+
+// Reserved bytes after each event, walked backwards from the final reserved bytes.
+std::vector<std::int64_t> reserved_curve(const std::vector<TraceEvent>& events, std::int64_t end_reserved) {
+  std::vector<std::int64_t> r(events.size() + 1);
+  r[events.size()] = end_reserved;
+  for (std::size_t k = events.size(); k-- > 0;) {
+    const TraceEvent& e = events[k];
+    const auto size = static_cast<std::int64_t>(e.size);
+    std::int64_t d = 0;
+    if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap) d = size;
+    else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap) d = -size;
+    r[k] = r[k + 1] - d;
+  }
+  return r;
+}
+
+std::size_t argmax(const std::vector<std::int64_t>& v) {
+  return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// x values (event index, and microseconds since t0 on a time axis) of kept indices.
+void put_x(ojson& j, const std::vector<std::size_t>& idx, const std::vector<TraceEvent>& events, bool timed,
+           std::int64_t t0) {
+  j["index"] = idx;
+  if (!timed) return;
+  std::vector<std::int64_t> t;
+  t.reserve(idx.size());
+  for (std::size_t k : idx) t.push_back(time_at(events, k) - t0);
+  j["t_us"] = t;
+}
+
+ojson marker(std::size_t k, const std::vector<TraceEvent>& events, bool timed, std::int64_t t0) {
+  ojson m;
+  m["index"] = k;
+  if (timed) m["t_us"] = time_at(events, k) - t0;
+  return m;
+}
+
+// Step marks (external_annotations). Beyond `max`, every k-th annotation name is kept with all its
+// stages, so a step's START and END stay together.
+ojson step_markers(const DeviceTimeline& t, const std::vector<TraceEvent>& events, bool timed, std::int64_t t0,
+                   std::size_t max) {
+  std::unordered_map<std::string_view, std::size_t> ordinal;  // name -> order of first appearance
+  for (const StepMark& m : t.steps) ordinal.emplace(m.name, ordinal.size());
+  const std::size_t every = t.steps.size() <= max ? 1 : (t.steps.size() + max - 1) / max;
+  auto out = ojson::array();
+  for (const StepMark& m : t.steps) {
+    if (ordinal[m.name] % every != 0 || out.size() >= max) continue;
+    ojson j = marker(m.event_index, events, timed, t0);
+    j["name"] = m.name;
+    j["stage"] = m.stage;
+    j["live_bytes"] = m.live_bytes;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// Live requested bytes per site over the window, for the top sites by their largest live total
+// (plus the site that grew most), sampled at the downsampled points of the allocated curve.
+ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const std::vector<TraceEvent>& events, SiteTable& sites,
+                    const HtmlOptions& o, bool timed, std::int64_t t0) {
+  const std::size_t n = events.size();
+  std::vector<std::uint32_t> ev_site(n, kNone);
+  std::vector<std::int64_t> delta;
+  auto grow = [&](std::vector<std::int64_t>& v) {
+    if (v.size() < sites.size()) v.resize(sites.size(), 0);
+  };
+  std::unordered_map<std::uint64_t, std::uint32_t> open;  // address -> site of its alloc
+  for (std::size_t k = 0; k < n; ++k) {
+    const TraceEvent& e = events[k];
+    if (e.action == Action::Alloc) {
+      const std::uint32_t id = sites.of_stack(e.stack);
+      open[e.addr] = id;
+      ev_site[k] = id;
+      grow(delta);
+      delta[id] += static_cast<std::int64_t>(e.size);
+    } else if (e.action == Action::FreeCompleted) {
+      std::uint32_t id;
+      if (auto it = open.find(e.addr); it != open.end()) {
+        id = it->second;
+        open.erase(it);
+      } else {
+        id = sites.of_stack(e.stack);  // allocated before the window: the free's own stack
+      }
+      ev_site[k] = id;
+      grow(delta);
+      delta[id] -= static_cast<std::int64_t>(e.size);
+    }
+  }
+  std::vector<std::int64_t> end;
+  for (const Segment& seg : s.segments) {
+    if (seg.device != t.device) continue;
+    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
+      const Block& b = s.blocks[seg.first_block + i];
+      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
+      const std::uint32_t id = sites.of_stack(b.stack);
+      grow(end);
+      end[id] += static_cast<std::int64_t>(b.requested_size);
+    }
+  }
+  grow(delta);
+  grow(end);
+  std::vector<std::int64_t> cur(sites.size()), most(sites.size());
+  for (std::size_t i = 0; i < cur.size(); ++i) most[i] = cur[i] = end[i] - delta[i];
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint32_t id = ev_site[k];
+    if (id == kNone) continue;
+    cur[id] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
+                                                  : -static_cast<std::int64_t>(events[k].size);
+    most[id] = std::max(most[id], cur[id]);
+  }
+  std::vector<std::uint32_t> order;
+  for (std::uint32_t i = 0; i < most.size(); ++i) {
+    if (most[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return most[a] > most[b]; });
+  std::vector<std::uint32_t> top(order.begin(), order.begin() + std::min(order.size(), o.stack_sites));
+  std::uint32_t grower = kNone;
+  for (std::uint32_t i : order) {
+    if (delta[i] > 0 && (grower == kNone || delta[i] > delta[grower])) grower = i;
+  }
+  if (grower != kNone && std::find(top.begin(), top.end(), grower) == top.end()) {
+    if (top.size() >= o.stack_sites && !top.empty()) top.back() = grower;
+    else top.push_back(grower);
+  }
+
+  const std::span<const std::int64_t> curve(t.curve);
+  const std::span<const std::int64_t> curves[] = {curve};
+  const std::size_t keep[] = {t.peak_index};
+  const auto idx = downsample_indices(curve.size(), curves, o.stack_points, keep);
+  std::vector<std::vector<std::int64_t>> series(top.size());
+  std::vector<std::int64_t> other;
+  for (auto& v : series) v.reserve(idx.size());
+  other.reserve(idx.size());
+  for (std::size_t i = 0; i < cur.size(); ++i) cur[i] = end[i] - delta[i];
+  std::size_t next = 0;
+  for (std::size_t k = 0; k <= n && next < idx.size(); ++k) {
+    if (idx[next] == k) {
+      std::int64_t sum = 0;
+      for (std::size_t j = 0; j < top.size(); ++j) {
+        series[j].push_back(cur[top[j]]);
+        sum += cur[top[j]];
+      }
+      other.push_back(t.curve[k] - sum);
+      ++next;
+    }
+    if (k < n && ev_site[k] != kNone) {
+      cur[ev_site[k]] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
+                                                            : -static_cast<std::int64_t>(events[k].size);
+    }
+  }
+  ojson j;
+  put_x(j, idx, events, timed, t0);
+  auto arr = ojson::array();
+  for (std::size_t i = 0; i < top.size(); ++i) {
+    const std::uint32_t id = top[i];
+    arr.push_back({{"site", sites.emit(id)}, {"max", most[id]}, {"start", end[id] - delta[id]}, {"end", end[id]},
+                   {"growth", delta[id]}, {"values", std::move(series[i])}});
+  }
+  j["sites"] = std::move(arr);
+  j["other"] = std::move(other);
+  j["growing_site"] = grower == kNone ? ojson(nullptr) : ojson(sites.emit(grower));
+  return j;
+}
+
+ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, SiteTable& sites,
+                  const HtmlOptions& o, bool timed, std::int64_t t0) {
+  const auto& events = events_of(s, t.device);
+  std::int64_t end_reserved = 0;
+  for (const auto& d : a.totals.devices) {
+    if (d.device == t.device) end_reserved = static_cast<std::int64_t>(d.totals.reserved);
+  }
+  const std::vector<std::int64_t> reserved = reserved_curve(events, end_reserved);
+  const std::size_t reserved_peak = argmax(reserved);
+  std::vector<std::size_t> keep{t.peak_index, reserved_peak};
+  auto ooms = ojson::array();
+  for (std::size_t i = 0; i < a.ooms.size(); ++i) {
+    const OomEvent& e = a.ooms[i].event;
+    if (e.device != t.device || e.index > events.size()) continue;
+    keep.push_back(e.index);
+    ojson m = marker(e.index, events, timed, t0);
+    m["oom"] = i;  // position in the report's trace.oom
+    m["size"] = e.size;
+    m["allocated"] = t.curve[e.index];
+    m["reserved"] = reserved[e.index];
+    m["verdict"] = oom_verdict_name(a.ooms[i].verdict);
+    ooms.push_back(std::move(m));
+  }
+  const std::span<const std::int64_t> curves[] = {t.curve, reserved};
+  const auto idx = downsample_indices(t.curve.size(), curves, o.timeline_points, keep);
+
+  ojson j;
+  j["device"] = t.device;
+  j["events"] = events.size();
+  ojson line;
+  put_x(line, idx, events, timed, t0);
+  line["allocated"] = take(t.curve, idx);
+  line["reserved"] = take(reserved, idx);
+  j["timeline"] = std::move(line);
+  ojson peak = marker(t.peak_index, events, timed, t0);
+  peak["allocated"] = t.peak_allocated ? ojson(*t.peak_allocated) : ojson(nullptr);
+  j["peak"] = std::move(peak);
+  ojson rpeak = marker(reserved_peak, events, timed, t0);
+  rpeak["reserved"] = reserved[reserved_peak];
+  j["reserved_peak"] = std::move(rpeak);
+  j["steps"] = step_markers(t, events, timed, t0, o.max_steps);
+  j["steps_total"] = t.steps.size();
+  j["ooms"] = std::move(ooms);
+  j["stack"] = stacked_sites(s, t, events, sites, o, timed, t0);
+  return j;
+}
+
+// ---- Segment maps ----------------------------------------------------------------------------
+
+struct MapBlock {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  int state = kAllocated;
+  std::uint32_t site = kNone;
+};
+
+struct MapRow {
+  std::int64_t device = 0;
+  std::uint64_t address = 0;
+  std::uint64_t size = 0;
+  bool is_large = true;
+  std::int64_t stream = 0;
+  std::vector<MapBlock> blocks;
+};
+
+
+// The final layout straight from the snapshot's segments and blocks.
+std::vector<MapRow> final_rows(const Snapshot& s, SiteTable& sites) {
+  std::vector<MapRow> rows;
+  rows.reserve(s.segments.size());
+  for (const Segment& seg : s.segments) {
+    MapRow r{seg.device, seg.address, seg.total_size, seg.is_large, seg.stream, {}};
+    std::uint64_t offset = 0;
+    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
+      const Block& b = s.blocks[seg.first_block + i];
+      const int state = state_code(b.state);
+      const std::uint64_t at = b.address >= seg.address && b.address - seg.address < seg.total_size ? b.address - seg.address : offset;
+      const bool live = state == kAllocated || state == kPendingFree;
+      r.blocks.push_back({at, b.size, state, live ? sites.of_stack(b.stack) : kNone});
+      offset = saturating_add(at, b.size);
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// One device's layout before a trace event (analysis/layout_replay.h) as map rows, keeping the
+// sites of the live blocks.
+std::vector<MapRow> replayed_rows(const LayoutReplay& replay, std::int64_t device, SiteTable& sites) {
+  std::vector<MapRow> out;
+  replay.for_each_piece([&](std::uint64_t start, const LayoutReplay::Range& r, std::uint64_t from, std::uint64_t to,
+                            const LayoutReplay::Live* live) {
+    if (out.empty() || out.back().address != start) out.push_back({device, start, r.end - start, r.is_large, r.stream, {}});
+    out.back().blocks.push_back({from - start, to - from, live ? kAllocated : kInactive, live ? sites.of_stack(live->stack) : kNone});
+  });
+  return out;
+}
+
+// Fits a map into `max_blocks` drawn blocks: first neighbouring blocks of one state are merged;
+// if that is not enough, runs of blocks too small to see at their segment's scale become one
+// "merged" block, segment by segment, keeping as much detail as the budget allows. Blocks (and
+// holes) at least 1/q of their segment stay as they are.
+void fit_blocks(std::vector<MapRow>& rows, std::size_t max_blocks) {
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const MapRow& r : rows) n += r.blocks.size();
+    return n;
+  };
+  if (count() <= max_blocks) return;
+  for (MapRow& r : rows) {
+    std::vector<MapBlock> merged;
+    for (const MapBlock& b : r.blocks) {
+      if (!merged.empty() && merged.back().state == b.state && merged.back().offset + merged.back().size == b.offset) {
+        merged.back().size += b.size;
+        if (merged.back().site != b.site) merged.back().site = kNone;
+      } else {
+        merged.push_back(b);
+      }
+    }
+    r.blocks = std::move(merged);
+  }
+  if (count() <= max_blocks) return;
+  // A segment keeps at most 2q + 2 blocks: the largest q the budget allows.
+  auto cost = [&](std::size_t q) {
+    std::size_t n = 0;
+    for (const MapRow& r : rows) n += std::min(r.blocks.size(), 2 * q + 2);
+    return n;
+  };
+  std::size_t lo = 1, hi = 1;
+  for (const MapRow& r : rows) hi = std::max(hi, r.blocks.size());
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi + 1) / 2;
+    if (cost(mid) <= max_blocks) lo = mid;
+    else hi = mid - 1;
+  }
+  const std::size_t q = lo;
+  for (MapRow& r : rows) {
+    if (r.blocks.size() <= 2 * q + 2) continue;
+    const std::uint64_t threshold = std::max<std::uint64_t>(1, r.size / q);
+    std::vector<MapBlock> out;
+    MapBlock run;
+    std::size_t in_run = 0;
+    auto close = [&] {
+      if (in_run) out.push_back(run);
+      in_run = 0;
+    };
+    for (const MapBlock& b : r.blocks) {
+      if (b.size >= threshold) {
+        close();
+        out.push_back(b);
+        continue;
+      }
+      if (!in_run) {
+        run = b;
+      } else {
+        if (b.offset + b.size > run.offset + run.size) run.size = b.offset + b.size - run.offset;
+        if (run.state != b.state) run.state = kMerged;
+        if (run.site != b.site) run.site = kNone;
+      }
+      ++in_run;
+      if (run.size >= threshold) close();
+    }
+    close();
+    r.blocks = std::move(out);
+  }
+}
+
+ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions& o) {
+  ojson j;
+  std::uint64_t reserved = 0, live = 0, inactive = 0, largest_inactive = 0;
+  for (const MapRow& r : rows) {
+    reserved += r.size;
+    for (const MapBlock& b : r.blocks) {
+      if (b.state == kAllocated || b.state == kPendingFree) live += b.size;
+      if (b.state == kInactive) {
+        inactive += b.size;
+        largest_inactive = std::max(largest_inactive, b.size);
+      }
+    }
+  }
+  j["reserved"] = reserved;
+  j["live"] = live;
+  j["inactive"] = inactive;
+  j["largest_inactive_block"] = largest_inactive;
+  j["segments_total"] = rows.size();
+  std::uint64_t hidden = 0;
+  if (rows.size() > o.max_segments) {
+    std::stable_sort(rows.begin(), rows.end(), [](const MapRow& a, const MapRow& b) { return a.size > b.size; });
+    for (std::size_t i = o.max_segments; i < rows.size(); ++i) hidden += rows[i].size;
+    rows.resize(o.max_segments);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const MapRow& a, const MapRow& b) {
+    return std::tie(a.device, b.is_large, a.stream, a.address) < std::tie(b.device, a.is_large, b.stream, b.address);
+  });
+  fit_blocks(rows, o.max_blocks);
+  j["segments_shown"] = rows.size();
+  j["bytes_hidden"] = hidden;
+  auto segs = ojson::array();
+  for (const MapRow& r : rows) {
+    std::vector<std::int64_t> flat;
+    flat.reserve(r.blocks.size() * 4);
+    for (const MapBlock& b : r.blocks) {
+      flat.push_back(static_cast<std::int64_t>(b.offset));
+      flat.push_back(static_cast<std::int64_t>(b.size));
+      flat.push_back(b.state);
+      flat.push_back(sites.emit(b.site));
+    }
+    segs.push_back({{"device", r.device}, {"address", fmt::format("0x{:x}", r.address)}, {"size", r.size},
+                    {"pool", r.is_large ? "large" : "small"}, {"stream", r.stream}, {"blocks", std::move(flat)}});
+  }
+  j["segments"] = std::move(segs);
+  return j;
+}
+
+ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const HtmlOptions& o) {
+  auto maps = ojson::array();
+  ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
+  end.update(segment_map(final_rows(s, sites), sites, o));
+  maps.push_back(std::move(end));
+  // The newest OOMs, replayed per device from the newest to the oldest.
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = a.ooms.size(); i-- > 0 && chosen.size() < o.max_oom_maps;) {
+    if (!events_of(s, a.ooms[i].event.device).empty()) chosen.push_back(i);
+  }
+  std::map<std::int64_t, std::vector<std::size_t>> by_device;
+  for (std::size_t i : chosen) by_device[a.ooms[i].event.device].push_back(i);
+  std::map<std::size_t, ojson> out;
+  for (auto& [device, list] : by_device) {
+    std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) { return a.ooms[x].event.index > a.ooms[y].event.index; });
+    LayoutReplay replay(s, device);
+    for (std::size_t i : list) {
+      const OomEvent& e = a.ooms[i].event;
+      replay.undo_from(e.index);
+      ojson m = {{"kind", "oom"},
+                 {"label", fmt::format("Before OOM #{} (device {})", i + 1, device)},
+                 {"device", device},
+                 {"oom", i},
+                 {"replayed", true}};
+      m.update(segment_map(replayed_rows(replay, device, sites), sites, o));
+      out.emplace(i, std::move(m));
+    }
+  }
+  for (auto& [i, m] : out) maps.push_back(std::move(m));
+  return maps;
+}
+
+}  // namespace
+
+ojson html_plot_data(const LoadedSnapshot& loaded, const Analysis& a, const HtmlOptions& o) {
+  const Snapshot& s = loaded.snapshot;
+  SiteTable sites(s);
+  std::int64_t t0 = 0;
+  const bool timed = has_time_axis(s, a.timelines, t0);
+  ojson j;
+  j["schema"] = kHtmlPlotsSchema;
+  j["x_axis"] = timed ? "time" : "event";
+  j["t0_us"] = timed ? ojson(t0) : ojson(nullptr);
+  // Many devices share one budget of points, so the page stays small.
+  HtmlOptions per_device = o;
+  if (const std::size_t n = a.timelines.size(); n > 1) {
+    const std::size_t share = std::max<std::size_t>(o.all_devices_points / n, 400);
+    per_device.timeline_points = std::min(o.timeline_points, share);
+    per_device.stack_points = std::min(o.stack_points, std::max<std::size_t>(share * o.stack_points / std::max<std::size_t>(o.timeline_points, 1), 200));
+  }
+  auto devices = ojson::array();
+  for (const DeviceTimeline& t : a.timelines) devices.push_back(device_plot(s, a, t, sites, per_device, timed, t0));
+  j["devices"] = std::move(devices);
+  j["segment_maps"] = segment_maps(s, a, sites, o);
+  j["block_states"] = {"allocated", "pending_free", "inactive", "merged", "unknown"};
+  j["sites"] = sites.take();
+  j["chart_library"] = html_chart_library();
+  return j;
+}
+
+std::string html_page(const ojson& report, const ojson& plots) {
+  ojson data;
+  data["report"] = report;
+  data["plots"] = plots;
+  const std::string json = data.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  const std::string_view tpl = html_template();
+  const std::size_t at = tpl.find(kDataMarker);
+  std::string page;
+  page.reserve(tpl.size() + json.size() + json.size() / 16);
+  page.append(tpl.substr(0, at == std::string_view::npos ? tpl.size() : at));
+  // Inside <script> the JSON must not close the element or open a comment: escape every '<'.
+  for (char c : json) {
+    if (c == '<') page.append("\\u003c");
+    else page.push_back(c);
+  }
+  if (at != std::string_view::npos) page.append(tpl.substr(at + kDataMarker.size()));
+  return page;
+}
+
+std::string html_report(const LoadedSnapshot& loaded, const Analysis& analysis, const HtmlOptions& options) {
+  return html_page(json_report(loaded, analysis), html_plot_data(loaded, analysis, options));
+}
+
+}  // namespace memsnap
