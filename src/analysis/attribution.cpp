@@ -45,31 +45,36 @@ std::string format_frame(const Snapshot& s, FrameId frame) {
   return fmt::format("{}:{}:{}", s.str(f.filename), f.line, s.str(f.name));
 }
 
+// Frames are innermost first, so the innermost decisive frame wins: a forward or backward pass
+// run inside optimizer.step(closure) (as Lightning does) is activation or gradient memory, not
+// optimizer state.
 Category categorize_stack(const Snapshot& s, StackId stack) {
-  bool optim = false, autograd_backward = false, engine = false, distributed = false, parameter = false, forward = false;
-  bool python = false;
+  constexpr std::size_t kNever = static_cast<std::size_t>(-1);
+  std::size_t optim = kNever, backward = kNever, forward = kNever;
+  bool engine = false, distributed = false, parameter = false, python = false;
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
     const Frame& f = s.frames[frames[i]];
     const std::string_view file = s.str(f.filename);
     const std::string_view name = s.str(f.name);
     if (classify_frame(file, name) != FrameKind::Native) python = true;
-    if (contains(file, "torch/optim/") || contains(file, "torch\\optim\\")) optim = true;
+    if (optim == kNever && (contains(file, "torch/optim/") || contains(file, "torch\\optim\\"))) optim = i;
     if (contains(file, "torch/distributed/") || contains(name, "c10d::") || contains(name, "nccl") || contains(name, "NCCL")) distributed = true;
-    if (contains(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward" || name == "grad")) autograd_backward = true;
+    if (backward == kNever && contains(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward" || name == "grad")) backward = i;
     if (contains(name, "torch::autograd::Engine") || contains(name, "AccumulateGrad") || contains(name, "evaluate_function")) engine = true;
     if ((contains(file, "torch/nn/modules/module.py") && (name == "_apply" || name == "convert" || name == "to" || name == "cuda")) ||
         contains(file, "torch/nn/parameter.py") || name == "reset_parameters" || name == "load_state_dict" ||
         name == "from_pretrained" || (contains(file, "torch/nn/modules/") && name == "__init__")) {
       parameter = true;
     }
-    if (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl") forward = true;
+    if (forward == kNever && (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl")) forward = i;
   }
   if (distributed) return Category::Communication;
-  if (optim) return Category::OptimizerState;
-  if (autograd_backward || (engine && !python) || (engine && !forward)) return Category::Gradient;
+  if (optim != kNever && optim < backward && optim < forward) return Category::OptimizerState;
+  if (backward != kNever && backward < forward) return Category::Gradient;
+  if (engine && (!python || forward == kNever)) return Category::Gradient;
   if (parameter) return Category::Parameter;
-  if (forward) return Category::Activation;
+  if (forward != kNever) return Category::Activation;
   return Category::Unknown;
 }
 

@@ -49,11 +49,36 @@ void fill_curve(DeviceTimeline& t, const std::vector<TraceEvent>& events) {
 }
 
 // The live set after the first `index` events: the final set with later events undone.
+// The stack that allocated the memory each free_completed at index >= `from` releases: the
+// matching alloc's stack when it is in the window (with context="all" a free carries the stack
+// of the free itself), else the free's own stack.
+std::unordered_map<std::size_t, StackId> alloc_stacks_of_frees(const std::vector<TraceEvent>& events, std::size_t from) {
+  std::unordered_map<std::uint64_t, StackId> open;
+  std::unordered_map<std::size_t, StackId> out;
+  for (std::size_t k = 0; k < events.size(); ++k) {
+    const TraceEvent& e = events[k];
+    if (e.action == Action::Alloc) {
+      open[e.addr] = e.stack;
+    } else if (e.action == Action::FreeCompleted) {
+      auto it = open.find(e.addr);
+      if (it == open.end()) continue;
+      if (k >= from) out.emplace(k, it->second);
+      open.erase(it);
+    }
+  }
+  return out;
+}
+
 std::vector<LiveItem> live_at(const std::vector<TraceEvent>& events, EndState st, std::size_t index) {
+  const auto alloc_stacks = alloc_stacks_of_frees(events, index);
   for (std::size_t k = events.size(); k-- > index;) {
     const TraceEvent& e = events[k];
-    if (e.action == Action::Alloc) st.blocks.erase(e.addr);
-    else if (e.action == Action::FreeCompleted) st.blocks[e.addr] = {e.stack, e.size, e.size};
+    if (e.action == Action::Alloc) {
+      st.blocks.erase(e.addr);
+    } else if (e.action == Action::FreeCompleted) {
+      const auto it = alloc_stacks.find(k);
+      st.blocks[e.addr] = {it != alloc_stacks.end() ? it->second : e.stack, e.size, e.size};
+    }
   }
   std::vector<LiveItem> items;
   items.reserve(st.blocks.size());
