@@ -13,29 +13,6 @@
 namespace memsnap {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::string& args) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const auto err_path = dir / ("memsnap_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(MEMSNAP_BINARY) + " " + args + " 2>" + err_path.string();
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 65536> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  std::filesystem::remove(err_path);
-  return r;
-}
-
 std::string write_temp(const std::string& name, const std::vector<std::uint8_t>& bytes) {
   const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -45,7 +22,7 @@ std::string write_temp(const std::string& name, const std::vector<std::uint8_t>&
 TEST(Cli, JsonReportHasContractTotals) {
   // Named .json although it is a pickle: the format comes from the content.
   const auto path = write_temp("vector.json", test::from_hex(test::kSpecVectorHex));
-  const CliRun r = run(path + " --format json");
+  const test::CliRun r = test::run_memsnap(path + " --format json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schema"], "memsnap.report/1");
@@ -67,7 +44,7 @@ TEST(Cli, JsonReportHasContractTotals) {
 
 TEST(Cli, ErrorsAreOneLineWithExitOne) {
   const auto png = write_temp("shot.png", {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'});
-  const CliRun r = run(png);
+  const test::CliRun r = test::run_memsnap(png);
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "memsnap: error: " + png +
                        ": this is an image (a memory_viz screenshot?), not a memory snapshot; memsnap needs the snapshot "
@@ -75,42 +52,42 @@ TEST(Cli, ErrorsAreOneLineWithExitOne) {
                        "capture` prints the recipe)\n");
   EXPECT_TRUE(r.out.empty());
   std::filesystem::remove(png);
-  const CliRun missing = run("/nonexistent/snap.pickle");
+  const test::CliRun missing = test::run_memsnap("/nonexistent/snap.pickle");
   EXPECT_EQ(missing.status, 1);
   EXPECT_EQ(missing.err, "memsnap: error: /nonexistent/snap.pickle: cannot open the file (No such file or directory); check the path\n");
   const auto evil = write_temp("evil.pickle", {0x80, 0x04, 'c', 'o', 's', '\n', 's', 'y', 's', 't', 'e', 'm', '\n', '.'});
-  const CliRun e = run(evil);
+  const test::CliRun e = test::run_memsnap(evil);
   EXPECT_EQ(e.status, 1);
   EXPECT_NE(e.err.find("refusing pickle opcode GLOBAL at byte 2"), std::string::npos);
   std::filesystem::remove(evil);
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
-  EXPECT_EQ(run("--format xml x").status, 2);
-  EXPECT_EQ(run("dump x --what nothing").status, 2);
-  const CliRun none = run("");
+  EXPECT_EQ(test::run_memsnap("--format xml x").status, 2);
+  EXPECT_EQ(test::run_memsnap("dump x --what nothing").status, 2);
+  const test::CliRun none = test::run_memsnap("");
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.err.find("memsnap needs a snapshot"), std::string::npos);
   EXPECT_NE(none.err.find("_record_memory_history"), std::string::npos);
-  EXPECT_EQ(run("x --device-used lots").status, 2);
+  EXPECT_EQ(test::run_memsnap("x --device-used lots").status, 2);
 }
 
 TEST(Cli, DumpWritesJsonLines) {
   const auto path = write_temp("vector.pickle", test::from_hex(test::kSpecVectorHex));
-  const CliRun blocks = run("dump " + path + " --what blocks");
+  const test::CliRun blocks = test::run_memsnap("dump " + path + " --what blocks");
   ASSERT_EQ(blocks.status, 0) << blocks.err;
   EXPECT_EQ(blocks.out,
             "{\"device\":0,\"segment\":0,\"address\":139637976727552,\"size\":3145728,\"requested_size\":3000000,"
             "\"state\":\"active_allocated\",\"stack\":1,\"frames\":[{\"filename\":\"/w/train.py\",\"line\":7,\"name\":\"main\"}]}\n"
             "{\"device\":0,\"segment\":0,\"address\":139637979873280,\"size\":17825792,\"requested_size\":0,"
             "\"state\":\"inactive\",\"stack\":0,\"frames\":[]}\n");
-  const CliRun trace = run("dump " + path + " --what trace");
+  const test::CliRun trace = test::run_memsnap("dump " + path + " --what trace");
   EXPECT_EQ(trace.out, "{\"device\":0,\"index\":0,\"action\":\"alloc\",\"addr\":139637976727552,\"size\":3000000,\"stream\":0,\"time_us\":1713558427168556,\"stack\":1}\n");
-  const CliRun settings = run("dump " + path + " --what settings");
+  const test::CliRun settings = test::run_memsnap("dump " + path + " --what settings");
   EXPECT_EQ(settings.out, "{\"max_split_size\":-1,\"garbage_collection_threshold\":0.0}\n");
-  const CliRun frames = run("dump " + path + " --what frames");
+  const test::CliRun frames = test::run_memsnap("dump " + path + " --what frames");
   EXPECT_EQ(frames.out, "{\"stack\":1,\"frames\":[{\"filename\":\"/w/train.py\",\"line\":7,\"name\":\"main\"}]}\n");
-  const CliRun segments = run("dump " + path + " --what segments");
+  const test::CliRun segments = test::run_memsnap("dump " + path + " --what segments");
   for (const char* key : {"\"total_size\":20971520", "\"segment_type\":\"large\"", "\"blocks\":2"}) {
     EXPECT_NE(segments.out.find(key), std::string::npos) << key;
   }
@@ -118,10 +95,10 @@ TEST(Cli, DumpWritesJsonLines) {
 }
 
 TEST(Cli, CaptureRecipes) {
-  const CliRun oom = run("capture --oom");
+  const test::CliRun oom = test::run_memsnap("capture --oom");
   EXPECT_EQ(oom.status, 0);
   EXPECT_NE(oom.out.find("torch._C._cuda_attach_out_of_memory_observer(dump_on_oom)"), std::string::npos);
-  const CliRun diff = run("capture --diff");
+  const test::CliRun diff = test::run_memsnap("capture --diff");
   EXPECT_NE(diff.out.find("memsnap step1.pickle --diff step101.pickle"), std::string::npos);
 }
 

@@ -13,6 +13,7 @@
 #include "analysis/analyze.h"
 #include "analysis/diff.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -156,31 +157,10 @@ TEST(Diff, SitesMatchByFileLineAndFunctionNeverAddress) {
   EXPECT_EQ(d[5].delta_bytes, -300);
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args) {
-  const auto err_path = std::filesystem::temp_directory_path() / ("memsnap_diff_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(MEMSNAP_BINARY) + " " + args + " 2>" + err_path.string();
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 65536> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  std::filesystem::remove(err_path);
-  return r;
-}
-
 TEST(Diff, CliJsonHasTheContractsDiffSection) {
   const auto expect = group_truth()["expect"];
   const auto dir = fixture("diff_growing_container");
-  const CliRun r = run((dir / "early.pickle").string() + " --diff " + (dir / "late.pickle").string() + " --format json");
+  const test::CliRun r = test::run_memsnap((dir / "early.pickle").string() + " --diff " + (dir / "late.pickle").string() + " --format json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schema"], "memsnap.report/1");
@@ -212,14 +192,14 @@ TEST(Diff, CliJsonHasTheContractsDiffSection) {
 
 TEST(Diff, CliTextAndErrors) {
   const auto dir = fixture("diff_growing_container");
-  const CliRun text = run((dir / "early.pickle").string() + " --diff " + (dir / "late.pickle").string());
+  const test::CliRun text = test::run_memsnap((dir / "early.pickle").string() + " --diff " + (dir / "late.pickle").string());
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("Diff against the earlier snapshot"), std::string::npos);
   EXPECT_NE(text.out.find("leaking: growing_container"), std::string::npos);
-  const CliRun missing = run((dir / "early.pickle").string() + " --diff " + (dir / "nope.pickle").string());
+  const test::CliRun missing = test::run_memsnap((dir / "early.pickle").string() + " --diff " + (dir / "nope.pickle").string());
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.err.find("memsnap: error: " + (dir / "nope.pickle").string() + ":"), std::string::npos) << missing.err;
-  const CliRun directory = run(fixture("ddp_ranks").string() + " --diff " + (dir / "late.pickle").string());
+  const test::CliRun directory = test::run_memsnap(fixture("ddp_ranks").string() + " --diff " + (dir / "late.pickle").string());
   EXPECT_EQ(directory.status, 2) << directory.err;
 }
 

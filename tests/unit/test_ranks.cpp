@@ -12,6 +12,7 @@
 
 #include "analysis/ranks.h"
 #include "base/error.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -131,30 +132,9 @@ TEST(Ranks, DirectoryWithoutSnapshotsIsAnInputError) {
   EXPECT_THROW(analyze_ranks(dir.path.string(), {}, {}), InputError);
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args) {
-  const auto err_path = fs::temp_directory_path() / ("memsnap_ranks_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(MEMSNAP_BINARY) + " " + args + " 2>" + err_path.string();
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 65536> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  fs::remove(err_path);
-  return r;
-}
-
 TEST(Ranks, CliJsonHasRanksAndOutliers) {
   const auto expect = group_truth()["expect"];
-  const CliRun r = run(fixture("ddp_ranks").string() + " --format json");
+  const test::CliRun r = test::run_memsnap(fixture("ddp_ranks").string() + " --format json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schema"], "memsnap.report/1");
@@ -173,7 +153,7 @@ TEST(Ranks, CliJsonHasRanksAndOutliers) {
   bool replicated = false;
   for (const auto& p : j["patterns"]) replicated |= p["id"] == "replicated_gradients";
   EXPECT_TRUE(replicated);
-  const CliRun text = run(fixture("ddp_ranks").string());
+  const test::CliRun text = test::run_memsnap(fixture("ddp_ranks").string());
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("rank 3 stands out"), std::string::npos);
 }

@@ -1,8 +1,14 @@
 // Shared test helpers.
 #include "test_support.h"
 
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/error.h"
 
@@ -30,6 +36,25 @@ std::vector<std::uint8_t> from_hex(const std::string& hex) {
   std::vector<std::uint8_t> out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
+}
+
+CliRun run_memsnap(const std::string& args, const std::string& cwd) {
+  static std::atomic<int> counter{0};
+  const auto err_path = std::filesystem::temp_directory_path() /
+                        ("memsnap_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::string cmd = std::string(MEMSNAP_BINARY) + " " + args + " 2>" + err_path.string();
+  if (!cwd.empty()) cmd = "cd '" + cwd + "' && " + cmd;
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 65536> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  std::filesystem::remove(err_path);
+  return r;
 }
 
 const char* const kSpecVectorHex =

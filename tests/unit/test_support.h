@@ -15,6 +15,14 @@ std::string load_error(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> read_file(const std::string& path);
 std::vector<std::uint8_t> from_hex(const std::string& hex);
 
+// The memsnap binary run with `args` (a shell command line); `cwd` empty = the current folder.
+struct CliRun {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+CliRun run_memsnap(const std::string& args, const std::string& cwd = "");
+
 // The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
 extern const char* const kSpecVectorHex;
 
