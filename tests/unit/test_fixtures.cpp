@@ -10,6 +10,7 @@
 #include "analysis/analyze.h"
 #include "analysis/totals.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -82,12 +83,9 @@ TEST(Fixtures, GeneratedSnapshotsMatchTheirTruth) {
   const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;
   ASSERT_TRUE(std::filesystem::exists(dir)) << "run the generate_fixtures test first (ctest does)";
   int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const auto path = entry.path();
-    if (path.extension() != ".json" || path.stem().extension() != ".truth") continue;
-    const std::string name = path.stem().stem().string();
+  for (const std::string& name : test::fixture_names()) {
     SCOPED_TRACE(name);
-    std::ifstream in(path);
+    std::ifstream in(dir / (name + ".truth.json"));
     const auto truth = nlohmann::json::parse(in);
     const auto snap_path = dir / truth.value("file", name + ".pickle");
     const auto loaded = load_snapshot(snap_path.string());

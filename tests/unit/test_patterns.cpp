@@ -13,6 +13,7 @@
 #include "analysis/patterns.h"
 #include "analysis/steps.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -49,13 +50,8 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& part
 }
 
 TEST(Patterns, EveryFixtureShowsExactlyItsExpectedPatterns) {
-  const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;
-  ASSERT_TRUE(std::filesystem::exists(dir)) << "run the generate_fixtures test first (ctest does)";
   int checked = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const auto path = entry.path();
-    if (path.extension() != ".json" || path.stem().extension() != ".truth") continue;
-    const std::string name = path.stem().stem().string();
+  for (const std::string& name : test::fixture_names()) {
     SCOPED_TRACE(name);
     const auto truth = truth_of(name);
     const auto a = analyzed(name);

@@ -1,6 +1,7 @@
 // Shared test helpers.
 #include "test_support.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -36,6 +37,18 @@ std::vector<std::uint8_t> from_hex(const std::string& hex) {
   std::vector<std::uint8_t> out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
+}
+
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;
+  if (!std::filesystem::exists(dir)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto path = entry.path();
+    if (path.extension() == ".json" && path.stem().extension() == ".truth") names.push_back(path.stem().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 CliRun run_memsnap(const std::string& args, const std::string& cwd) {

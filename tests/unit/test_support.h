@@ -15,6 +15,9 @@ std::string load_error(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> read_file(const std::string& path);
 std::vector<std::uint8_t> from_hex(const std::string& hex);
 
+// Names of the generated single-snapshot fixtures (NAME.truth.json in MEMSNAP_FIXTURE_DIR), sorted.
+std::vector<std::string> fixture_names();
+
 // The memsnap binary run with `args` (a shell command line); `cwd` empty = the current folder.
 struct CliRun {
   int status = -1;
