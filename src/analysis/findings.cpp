@@ -245,6 +245,16 @@ void uncertainties(const Snapshot& s, Analysis& a) {
   for (const auto& v : a.invariant_violations) a.uncertainties.push_back("inconsistent snapshot: " + v);
 }
 
+// A site the growing_container pattern names holds a user container's tensors.
+void label_container_sites(Analysis& a) {
+  for (const Pattern& p : a.patterns) {
+    if (p.id != "growing_container") continue;
+    for (Site& site : a.sites) {
+      if (std::find(p.sites.begin(), p.sites.end(), site.site) != p.sites.end()) site.category = Category::UserContainer;
+    }
+  }
+}
+
 }  // namespace
 
 void derive_findings(const LoadedSnapshot& loaded, Analysis& a) {
@@ -254,6 +264,7 @@ void derive_findings(const LoadedSnapshot& loaded, Analysis& a) {
   pending_frees(a);
   non_pytorch_memory(a);
   add_diagnosis_patterns(s, a);
+  label_container_sites(a);
   headline(s, a);
   next_steps(a);
   uncertainties(s, a);

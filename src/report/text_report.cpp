@@ -39,6 +39,14 @@ std::string wrap(const std::string& text, const std::string& first, const std::s
   return out + "\n";
 }
 
+// Installed packages' frames shown from the package root ("torch/nn/modules/module.py:...").
+std::string package_relative(const std::string& frame) {
+  for (const char* marker : {"site-packages/", "dist-packages/"}) {
+    if (const auto at = frame.find(marker); at != std::string::npos) return frame.substr(at + std::string_view(marker).size());
+  }
+  return frame;
+}
+
 void totals_section(std::string& out, const Totals& t) {
   auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<30}{}\n", label, value); };
   line("reserved (segments)", B(t.reserved));
@@ -64,7 +72,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
                        s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function, "      at ", "         ");
-    for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(s.call_path[k], "      from ", "           ");
+    for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
   }
   if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);
 }
@@ -76,10 +84,11 @@ void timeline_section(std::string& out, const Analysis& a) {
   }
   out += fmt::format("  {} events analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.events, a.trace.dropped);
   for (const auto& t : a.timelines) {
-    out += fmt::format("  device {}: {} alloc/free pairs completed, {} frees of memory allocated before the window,\n"
-                       "    {} free requests still pending ({}), peak {} at event {} of {}\n",
-                       t.device, t.matched_frees, t.frees_before_window, t.pending_requests, B(t.pending_bytes),
-                       t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", t.peak_index, t.events);
+    out += wrap(fmt::format("device {}: {} alloc/free pairs completed, {} frees of memory allocated before the "
+                            "window, {} free requests still pending ({}), peak {} at event {} of {}",
+                            t.device, t.matched_frees, t.frees_before_window, t.pending_requests, B(t.pending_bytes),
+                            t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", t.peak_index, t.events),
+                "  ", "    ");
     std::size_t shown = 0;
     for (const auto& m : t.steps) {
       if (shown++ == 6) {
