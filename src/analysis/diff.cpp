@@ -297,7 +297,7 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   // Categories as the diagnosis sees them (a closure run inside optimizer.step() is not state).
   auto recategorized = [](const Snapshot& s, std::vector<Site> sites) {
     for (Site& site : sites) {
-      if (!site.no_stack && site.example_stack != kNoStack) site.category = diagnosis_category(s, site.example_stack);
+      if (!site.no_stack && site.example_stack != kNoStack) site.category = categorize_stack(s, site.example_stack);
     }
     return sites;
   };

@@ -65,7 +65,7 @@ class CategoryMemo {
   explicit CategoryMemo(const Snapshot& s) : s_(s) {}
   Category operator()(StackId stack) {
     auto it = memo_.find(stack);
-    if (it == memo_.end()) it = memo_.emplace(stack, diagnosis_category(s_, stack)).first;
+    if (it == memo_.end()) it = memo_.emplace(stack, categorize_stack(s_, stack)).first;
     return it->second;
   }
 
@@ -657,7 +657,7 @@ ModelState model_state(const Snapshot& s) {
       }
     }
     if (k == kOther) {
-      switch (diagnosis_category(s, stack)) {
+      switch (categorize_stack(s, stack)) {
         case Category::Parameter: k = kParam; break;
         case Category::Gradient: k = kGrad; break;
         case Category::OptimizerState: k = kOpt; break;

@@ -265,21 +265,6 @@ bool is_optimizer_stack(const Snapshot& s, StackId stack) {
   return false;
 }
 
-Category diagnosis_category(const Snapshot& s, StackId stack) {
-  const Category c = categorize_stack(s, stack);
-  if (c != Category::OptimizerState || is_optimizer_stack(s, stack)) return c;
-  const FrameId* frames = s.stack_begin(stack);
-  bool forward = false;
-  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
-    const Frame& f = s.frames[frames[i]];
-    const std::string_view file = s.str(f.filename), name = s.str(f.name);
-    if (path_has(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward")) return Category::Gradient;
-    if (path_has(file, "torch/optim/")) break;
-    forward |= name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl";
-  }
-  return forward ? Category::Activation : Category::Unknown;
-}
-
 std::vector<Lifetime> build_lifetimes(const Snapshot& s, std::int64_t device) {
   std::vector<Lifetime> out;
   std::unordered_map<std::uint64_t, std::size_t> open;
@@ -330,7 +315,7 @@ std::size_t SiteIndex::of(StackId stack) {
       site.function = std::string(snapshot_.str(f.name));
       site.site = fmt::format("{}:{}", site.file, site.line);
       site.kind = c.kind;
-      site.category = diagnosis_category(snapshot_, stack);
+      site.category = categorize_stack(snapshot_, stack);
       site.example_stack = stack;
     }
     sites_.push_back(std::move(site));

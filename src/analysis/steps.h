@@ -96,10 +96,6 @@ Steps find_steps(const Snapshot& snapshot, const DeviceTimeline& timeline);
 // no module call or backward lies inside it (a closure given to optimizer.step() is not).
 bool is_optimizer_stack(const Snapshot& snapshot, StackId stack);
 
-// categorize_stack(), except that allocations of a closure run inside optimizer.step() (forward,
-// backward) are activations or gradients, not optimizer state.
-Category diagnosis_category(const Snapshot& snapshot, StackId stack);
-
 // Live bytes and blocks of one site at every boundary.
 struct SiteSeries {
   std::size_t site = 0;
