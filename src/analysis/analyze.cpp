@@ -55,6 +55,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   }
   a.pools = free_by_pool_and_stream(s);
   a.ooms = analyze_ooms(s, a.trace);
+  for (const OomAnalysis& o : a.ooms) a.sites_at_oom.push_back(attribute(s, live_before_event(s, o.event.device, o.event.index)));
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   derive_findings(loaded, a);
   return a;

@@ -8,6 +8,7 @@
 
 #include "analysis/attribution.h"
 #include "analysis/fragmentation.h"
+#include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
 #include "analysis/trace_summary.h"
@@ -30,6 +31,16 @@ struct Pattern {
   std::vector<std::string> fix;
 };
 
+// The training steps found on one device (analysis/steps.h) and live memory at each boundary.
+struct DeviceSteps {
+  std::int64_t device = 0;
+  StepSource source = StepSource::None;
+  std::string marker;  // the annotation name, or the site whose allocation starts each step
+  std::size_t boundaries = 0;
+  std::vector<std::int64_t> live;     // live requested bytes at each boundary (when found)
+  std::vector<std::int64_t> time_us;  // time at each boundary (0 if unknown)
+};
+
 struct Analysis {
   TotalsReport totals;
   TraceSummary trace;
@@ -39,6 +50,8 @@ struct Analysis {
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
   std::vector<OomAnalysis> ooms;
+  std::vector<std::vector<Site>> sites_at_oom;  // parallel to ooms: live sites just before each OOM
+  std::vector<DeviceSteps> steps;
   std::vector<std::string> invariant_violations;
   std::vector<Pattern> patterns;
   std::string headline;

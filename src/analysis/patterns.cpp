@@ -720,9 +720,11 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   for (const DeviceTimeline& t : a.timelines) {
     const auto lifetimes = build_lifetimes(s, t.device);
     Steps st = find_steps(s, t);
-    d.steps.push_back({t.device, st.source, st.marker, st.boundaries.size()});
+    d.steps.push_back({t.device, st.source, st.marker, st.boundaries.size(), {}, {}});
     if (st.found()) {
       const StepTable table = step_table(s, t, lifetimes, st, sites);
+      d.steps.back().live = table.live;
+      d.steps.back().time_us = table.time_us;
       auto growing = growing_sites(table, sites, t.device);
       if (!growing.empty()) {
         d.growing.insert(d.growing.end(), growing.begin(), growing.end());
@@ -761,6 +763,7 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
 void add_diagnosis_patterns(const Snapshot& s, Analysis& a) {
   Diagnosis d = diagnose(s, a);
   for (auto& p : d.patterns) a.patterns.push_back(std::move(p));
+  a.steps = std::move(d.steps);
 }
 
 }  // namespace memsnap

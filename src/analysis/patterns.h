@@ -30,12 +30,6 @@
 
 namespace memsnap {
 
-struct DeviceSteps {
-  std::int64_t device = 0;
-  StepSource source = StepSource::None;
-  std::string marker;
-  std::size_t boundaries = 0;
-};
 
 struct SiteGrowth {
   std::int64_t device = 0;

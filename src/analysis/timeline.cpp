@@ -129,6 +129,12 @@ void mark_steps(DeviceTimeline& t, const Snapshot& s, const std::vector<TraceEve
 
 }  // namespace
 
+std::vector<LiveItem> live_before_event(const Snapshot& s, std::int64_t device, std::size_t index) {
+  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return {};
+  const auto& events = s.device_traces[static_cast<std::size_t>(device)].events;
+  return live_at(events, end_state(s, device), std::min(index, events.size()));
+}
+
 std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   std::vector<DeviceTimeline> out;
   for (std::size_t d = 0; d < s.device_traces.size(); ++d) {

@@ -42,4 +42,8 @@ struct DeviceTimeline {
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 
+// The allocations live on `device` just before kept event `index` (trace sizes, allocating
+// stacks), replayed backwards from the final state.
+std::vector<LiveItem> live_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t index);
+
 }  // namespace memsnap

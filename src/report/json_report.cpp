@@ -36,6 +36,10 @@ nlohmann::ordered_json site_json(const Site& site) {
   j["percent"] = std::round(site.percent * 100) / 100;
   j["category"] = category_name(site.category);
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
+  if (site.no_stack) {
+    j["reason"] = "no stack was recorded: allocated before _record_memory_history was enabled, recorded without "
+                  "context, or allocated in the backward pass without C++ frames (stacks=\"all\")";
+  }
   j["stack"] = site.call_path;
   return j;
 }
@@ -146,12 +150,20 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["largest_reusable_block"] = o.largest_reusable_block;
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
+    if (i < a.sites_at_oom.size()) ooms[i]["top_sites"] = sites_json(a.sites_at_oom[i], 5);
   }
   auto timelines = nlohmann::ordered_json::array();
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t));
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
   j["pools"] = pools_json(a.pools);
+  auto steps = nlohmann::ordered_json::array();
+  for (const DeviceSteps& d : a.steps) {
+    steps.push_back({{"device", d.device}, {"source", step_source_name(d.source)}, {"marker", d.marker}, {"boundaries", d.boundaries},
+                     {"steps", d.boundaries > 0 ? d.boundaries - 1 : 0}, {"live_at_boundaries", d.live},
+                     {"time_us_at_boundaries", d.time_us}});
+  }
+  j["steps"] = steps;
   auto patterns = nlohmann::ordered_json::array();
   for (const auto& p : a.patterns) patterns.push_back(pattern_json(p));
   j["patterns"] = patterns;

@@ -98,10 +98,32 @@ void timeline_section(std::string& out, const Analysis& a) {
       out += fmt::format("    {} {}: {} live\n", m.name, m.stage, format_bytes(m.live_bytes));
     }
   }
-  for (const auto& o : a.ooms) {
+  for (const DeviceSteps& d : a.steps) {
+    if (d.live.empty()) continue;
+    std::string live;
+    for (std::size_t i = 0; i < d.live.size(); ++i) {
+      if (d.live.size() > 8 && i == 4) {
+        live += " ...";
+        i = d.live.size() - 3;
+      }
+      live += (i ? ", " : "") + format_bytes(d.live[i]);
+    }
+    out += wrap(fmt::format("device {}: {} steps found from {} ({}); live at the step boundaries: {}", d.device,
+                            d.boundaries - 1, step_source_name(d.source), d.marker, live),
+                "  ", "    ");
+  }
+  for (std::size_t k = 0; k < a.ooms.size(); ++k) {
+    const OomAnalysis& o = a.ooms[k];
     out += wrap(fmt::format("OOM on device {}: {} requested, {} free on the device; verdict {}. {}", o.event.device,
                             B(o.event.size), B(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
                 "  ", "    ");
+    if (k < a.sites_at_oom.size()) {
+      const auto& sites = a.sites_at_oom[k];
+      for (std::size_t i = 0; i < sites.size() && i < 3; ++i) {
+        out += fmt::format("    held then: {:>10}  {:5.1f}%  {}\n", B(sites[i].bytes), sites[i].percent,
+                           sites[i].no_stack ? "[no stack recorded]" : sites[i].site + " (" + sites[i].function + ")");
+      }
+    }
   }
   if (!a.sites_at_peak.empty()) {
     out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
