@@ -24,6 +24,15 @@ std::vector<std::string> call_path(const Snapshot& s, StackId stack, std::size_t
   return path;
 }
 
+// C++ signatures lose their parameter lists ("at::native::mm(at::Tensor const&, ...)" ->
+// "at::native::mm"); Python names stay as they are.
+std::string display_function(std::string_view name, FrameKind kind) {
+  if (kind != FrameKind::Native || name.find("::") == std::string_view::npos) return std::string(name);
+  const auto paren = name.find('(');
+  if (paren == std::string_view::npos || paren == 0 || name.substr(0, paren).ends_with("operator")) return std::string(name);
+  return std::string(name.substr(0, paren));
+}
+
 }  // namespace
 
 const char* category_name(Category c) {
@@ -117,7 +126,7 @@ std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& item
           site.kind = choice.kind;
           site.file = std::string(s.str(f.filename));
           site.line = f.line;
-          site.function = std::string(s.str(f.name));
+          site.function = display_function(s.str(f.name), choice.kind);
           site.site = fmt::format("{}:{}", site.file, site.line);
           site.call_path = call_path(s, item.stack, choice.position);
           site.category = categorize_stack(s, item.stack);

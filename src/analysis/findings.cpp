@@ -170,17 +170,25 @@ void headline(const Snapshot& s, Analysis& a) {
     a.headline = fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", B(t.reserved), B(t.inactive));
     return;
   }
-  const Site& top = a.sites.front();
-  if (top.no_stack) {
-    a.headline = fmt::format("{:.0f}% of live memory ({} in {} blocks) has no recorded stack, so it cannot be attributed; {} live in all.",
-                             top.percent, B(top.bytes), top.blocks, B(t.allocated));
+  // The largest attributed site leads; memory without a stack is named after it.
+  const auto attributed = std::find_if(a.sites.begin(), a.sites.end(), [](const Site& site) { return !site.no_stack; });
+  const auto unattributed = std::find_if(a.sites.begin(), a.sites.end(), [](const Site& site) { return site.no_stack; });
+  const std::string no_stack_note =
+      unattributed != a.sites.end() && unattributed->percent >= 10
+          ? fmt::format(" ({:.0f}% of live memory has no recorded stack)", unattributed->percent)
+          : "";
+  if (attributed == a.sites.end()) {
+    a.headline = fmt::format("All {} of live memory ({} blocks) has no recorded stack, so it cannot be attributed.", B(t.allocated),
+                             unattributed->blocks);
     return;
   }
-  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}.", top.percent, B(top.bytes),
+  const Site& top = *attributed;
+  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}{}.", top.percent, B(top.bytes),
                            B(t.allocated), category_name(top.category), top.site, top.function,
                            top.category == Category::OptimizerState && find_pattern(a, "optimizer_state_spike")
                                ? ": optimizer state from the first optimizer.step(), expected retention, not a leak"
-                               : "");
+                               : "",
+                           no_stack_note);
 }
 
 void next_steps(Analysis& a) {
