@@ -186,14 +186,25 @@ class PickleVm {
   std::size_t innermost_mark_at_or_below(std::size_t p, bool& found) const;
   void stream_batch(const MarkInfo& mark);
   bool fast_path_open();
-  void skip_frames(std::size_t& p) const {
-    if (p < size_ && data_[p] == 0x95) [[unlikely]] skip_frames_slow(p);
+  // kFrames: FRAME opcodes may appear (checked before every opcode); otherwise the entry is
+  // decoded inside one frame (or a frameless protocol 2/3 file) where none can.
+  template <bool kFrames>
+  void skip_frames(std::size_t& p) {
+    if constexpr (kFrames) {
+      if (p < size_ && data_[p] == 0x95) [[unlikely]] skip_frames_slow(p);
+    }
   }
-  void skip_frames_slow(std::size_t& p) const;
+  void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
   bool try_fast_entry();
+  template <bool kFrames>
+  bool fast_entry();
+  template <bool kFrames>
   bool fast_value(std::size_t& p, Value& out, bool allow_tuple = true);
+  template <bool kFrames>
   bool fast_memo(std::size_t& p, const Value& v);
+  template <bool kFrames>
   bool fast_memo_get(std::size_t& p, Value& out);
+  template <bool kFrames>
   bool fast_frames(std::size_t& p, Value& out);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
@@ -210,6 +221,8 @@ class PickleVm {
   Memo memo_;
   std::vector<Value> fast_pairs_;
   std::vector<Value> fast_frames_;
+  std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
+  std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
   PickleInfo info_;
   bool stopped_ = false;
   bool released_any_ = false;
@@ -317,21 +330,27 @@ bool PickleVm::fast_path_open() {
 }
 
 // FRAME opcodes may sit between any two opcodes; they carry no data.
-void PickleVm::skip_frames_slow(std::size_t& p) const {
-  while (p < size_ && data_[p] == 0x95 && size_ - p >= 9) p += 9;
+void PickleVm::skip_frames_slow(std::size_t& p) {
+  while (p < size_ && data_[p] == 0x95 && size_ - p >= 9) {
+    std::uint64_t length = 0;
+    for (int k = 0; k < 8; ++k) length |= std::uint64_t(data_[p + 1 + k]) << (8 * k);
+    p += 9;
+    frame_end_ = length > size_ - p ? size_ : p + static_cast<std::size_t>(length);
+  }
 }
 
+template <bool kFrames>
 bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
-  skip_frames(p);
-  if (p >= size_) return false;
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
   std::uint64_t index;
   if (data_[p] == 0x94) {
     index = memo_.size();
     p += 1;
-  } else if (data_[p] == 'q' && p + 1 < size_) {
+  } else if (data_[p] == 'q' && p + 1 < fast_limit_) {
     index = data_[p + 1];
     p += 2;
-  } else if (data_[p] == 'r' && p + 4 < size_) {
+  } else if (data_[p] == 'r' && p + 4 < fast_limit_) {
     index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
             std::uint64_t(data_[p + 4]) << 24;
     p += 5;
@@ -343,13 +362,14 @@ bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
   return true;
 }
 
+template <bool kFrames>
 bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
-  skip_frames(p);
+  skip_frames<kFrames>(p);
   std::uint64_t index;
-  if (data_[p] == 'h' && p + 1 < size_) {
+  if (data_[p] == 'h' && p + 1 < fast_limit_) {
     index = data_[p + 1];
     p += 2;
-  } else if (data_[p] == 'j' && p + 4 < size_) {
+  } else if (data_[p] == 'j' && p + 4 < fast_limit_) {
     index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
             std::uint64_t(data_[p + 4]) << 24;
     p += 5;
@@ -361,32 +381,33 @@ bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
   return true;
 }
 
+template <bool kFrames>
 bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   // EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing.
   const std::size_t memo_at = p;
   std::size_t q = p;
   Value placeholder = Value::released();
-  if (!fast_memo(q, placeholder)) return false;
+  if (!fast_memo<kFrames>(q, placeholder)) return false;
   const bool memoized = q != memo_at;
   fast_frames_.clear();
-  skip_frames(q);
-  if (q < size_ && data_[q] == '(') {
+  skip_frames<kFrames>(q);
+  if (q < fast_limit_ && data_[q] == '(') {
     ++q;
-    skip_frames(q);
-    while (q < size_ && data_[q] != 'e') {
+    skip_frames<kFrames>(q);
+    while (q < fast_limit_ && data_[q] != 'e') {
       Value ref;
-      if (!fast_memo_get(q, ref)) return false;
+      if (!fast_memo_get<kFrames>(q, ref)) return false;
       fast_frames_.push_back(ref);
-      skip_frames(q);
+      skip_frames<kFrames>(q);
     }
-    if (q >= size_) return false;
+    if (q >= fast_limit_) return false;
     ++q;
-  } else if (q < size_ && (data_[q] == 'h' || data_[q] == 'j')) {
+  } else if (q < fast_limit_ && (data_[q] == 'h' || data_[q] == 'j')) {
     Value ref;
     std::size_t r = q;
-    if (!fast_memo_get(r, ref)) return false;
-    skip_frames(r);
-    if (r >= size_ || data_[r] != 'a') return false;
+    if (!fast_memo_get<kFrames>(r, ref)) return false;
+    skip_frames<kFrames>(r);
+    if (r >= fast_limit_ || data_[r] != 'a') return false;
     fast_frames_.push_back(ref);
     q = r + 1;
   }
@@ -399,23 +420,24 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   return true;
 }
 
+template <bool kFrames>
 bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
-  skip_frames(p);
-  if (p >= size_) return false;
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
   const std::uint8_t op = data_[p];
   switch (op) {
     case 'K':
-      if (p + 1 >= size_) return false;
+      if (p + 1 >= fast_limit_) return false;
       out = Value::integer(data_[p + 1]);
       p += 2;
       break;
     case 'M':
-      if (p + 2 >= size_) return false;
+      if (p + 2 >= fast_limit_) return false;
       out = Value::integer(data_[p + 1] | data_[p + 2] << 8);
       p += 3;
       break;
     case 'J': {
-      if (p + 4 >= size_) return false;
+      if (p + 4 >= fast_limit_) return false;
       const std::uint32_t u = std::uint32_t(data_[p + 1]) | std::uint32_t(data_[p + 2]) << 8 |
                               std::uint32_t(data_[p + 3]) << 16 | std::uint32_t(data_[p + 4]) << 24;
       out = Value::integer(static_cast<std::int32_t>(u));
@@ -423,9 +445,9 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
       break;
     }
     case 0x8a: {
-      if (p + 1 >= size_) return false;
+      if (p + 1 >= fast_limit_) return false;
       const std::size_t n = data_[p + 1];
-      if (n > 8 || p + 2 + n > size_) return false;
+      if (n > 8 || p + 2 + n > fast_limit_) return false;
       const std::uint8_t* b = data_ + p + 2;
       std::uint64_t v = 0;
       for (std::size_t k = 0; k < n; ++k) v |= std::uint64_t(b[k]) << (8 * k);
@@ -438,61 +460,62 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
     case 0x89: out = Value::boolean(false); p += 1; break;
     case 'N': out = Value::none(); p += 1; break;
     case 0x8c: {
-      if (p + 1 >= size_) return false;
+      if (p + 1 >= fast_limit_) return false;
       const std::size_t n = data_[p + 1];
-      if (p + 2 + n > size_) return false;
+      if (p + 2 + n > fast_limit_) return false;
       out = Value::string(reinterpret_cast<const char*>(data_ + p + 2), static_cast<std::uint32_t>(n));
       p += 2 + n;
-      return fast_memo(p, out);
+      return fast_memo<kFrames>(p, out);
     }
-    case 'h': case 'j': return fast_memo_get(p, out);
-    case ']': ++p; return fast_frames(p, out);
+    case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
+    case ']': ++p; return fast_frames<kFrames>(p, out);
     default: return false;
   }
   // A scalar may start a pool-id 2-tuple: scalar scalar TUPLE2 [memo].
-  if (allow_tuple && p + 1 < size_) {
+  if (allow_tuple && p + 1 < fast_limit_) {
     std::size_t q = p;
-    skip_frames(q);
+    skip_frames<kFrames>(q);
     Value second;
     const std::uint8_t next = data_[q];
-    if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value(q, second, false) && q < size_ &&
-        (skip_frames(q), q < size_ && data_[q] == 0x86)) {
+    if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value<kFrames>(q, second, false) && q < fast_limit_ &&
+        (skip_frames<kFrames>(q), q < fast_limit_ && data_[q] == 0x86)) {
       const Value pair[2] = {out, second};
       Value tuple = doc_.new_container(Kind::Tuple);
       doc_.append(tuple, pair, 2);
       out = tuple;
       p = q + 1;
-      return fast_memo(p, out);
+      return fast_memo<kFrames>(p, out);
     }
   }
   return true;
 }
 
-bool PickleVm::try_fast_entry() {
+template <bool kFrames>
+bool PickleVm::fast_entry() {
   const std::size_t memo_before = memo_.size();
   std::size_t p = pos_;
   fast_pairs_.clear();
-  bool ok = fast_memo(p, Value::released());
-  skip_frames(p);
-  ok = ok && p < size_ && data_[p] == '(';
+  bool ok = fast_memo<kFrames>(p, Value::released());
+  skip_frames<kFrames>(p);
+  ok = ok && p < fast_limit_ && data_[p] == '(';
   if (ok) {
     ++p;
-    skip_frames(p);
-    while (ok && p < size_ && data_[p] != 'u') {
+    skip_frames<kFrames>(p);
+    while (ok && p < fast_limit_ && data_[p] != 'u') {
       Value key, value;
-      ok = fast_value(p, key) && key.kind == Kind::Str && fast_value(p, value) && fast_pairs_.size() < 64;
+      ok = fast_value<kFrames>(p, key) && key.kind == Kind::Str && fast_value<kFrames>(p, value) && fast_pairs_.size() < 64;
       if (ok) {
         fast_pairs_.push_back(key);
         fast_pairs_.push_back(value);
       }
-      skip_frames(p);
+      skip_frames<kFrames>(p);
     }
-    ok = ok && p < size_;
+    ok = ok && p < fast_limit_;
     if (ok) ++p;  // SETITEMS
     // The finished dict must not be used by what follows (it is never on the stack).
     std::size_t q = p;
-    skip_frames(q);
-    ok = ok && q < size_ && (data_[q] == '}' || data_[q] == 'e');
+    skip_frames<kFrames>(q);
+    ok = ok && q < fast_limit_ && (data_[q] == '}' || data_[q] == 'e');
   }
   if (!ok) {
     memo_.resize(memo_before);
@@ -503,6 +526,18 @@ bool PickleVm::try_fast_entry() {
   sink_->trace_entry_fields(static_cast<std::size_t>(marks_.back().device), fast_pairs_.data(), fast_pairs_.size(), doc_);
   ++info_.streamed_entries;
   return true;
+}
+
+// Decodes the entry inside the current frame without FRAME checks when it can (nearly always),
+// else with them.
+bool PickleVm::try_fast_entry() {
+  const bool frameless = info_.protocol < 4 || pos_ < frame_end_;
+  if (frameless) {
+    fast_limit_ = info_.protocol < 4 ? size_ : frame_end_;
+    if (fast_entry<false>()) return true;
+  }
+  fast_limit_ = size_;
+  return fast_entry<true>();
 }
 
 void PickleVm::push_long(const std::uint8_t* b, std::size_t n) {
@@ -556,7 +591,11 @@ void PickleVm::dispatch() {
       info_.protocol = static_cast<int>(v);
       return;
     }
-    case 0x95: read_le(8); return;  // FRAME: a framing hint only
+    case 0x95: {  // FRAME: a framing hint; no FRAME opcode can occur before its end
+      const auto length = read_le(8);
+      frame_end_ = length > size_ - pos_ ? size_ : pos_ + static_cast<std::size_t>(length);
+      return;
+    }
     case '.': stopped_ = true; return;
     case '(': {
       if (marks_.size() >= limits::kMaxNestingDepth) {
