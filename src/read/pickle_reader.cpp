@@ -199,6 +199,10 @@ class PickleVm {
   template <bool kFrames>
   bool fast_entry();
   template <bool kFrames>
+  bool fast_key(std::size_t& p, Value& key);
+  template <bool kFrames>
+  bool fast_scalar_or_value(std::size_t& p, Value& out);
+  template <bool kFrames>
   bool fast_value(std::size_t& p, Value& out, bool allow_tuple = true);
   template <bool kFrames>
   bool fast_memo(std::size_t& p, const Value& v);
@@ -490,6 +494,72 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
   return true;
 }
 
+// A key: nearly always a memo reference to a str PyTorch wrote once.
+template <bool kFrames>
+bool PickleVm::fast_key(std::size_t& p, Value& key) {
+  skip_frames<kFrames>(p);
+  const std::uint8_t* d = data_ + p;
+  std::uint64_t index;
+  if (d[0] == 'h' && p + 2 <= fast_limit_) {
+    index = d[1];
+    p += 2;
+  } else if (d[0] == 'j' && p + 5 <= fast_limit_) {
+    std::uint32_t u;
+    std::memcpy(&u, d + 1, 4);
+    index = u;
+    p += 5;
+  } else {
+    return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
+  }
+  if (index >= memo_.size()) return false;
+  key = memo_[index];
+  return key.kind == Kind::Str;
+}
+
+// A value: the common scalars and memo references inline, everything else (strings, the
+// pool-id tuple, a frames list) through fast_value.
+template <bool kFrames>
+bool PickleVm::fast_scalar_or_value(std::size_t& p, Value& out) {
+  skip_frames<kFrames>(p);
+  const std::size_t start = p;
+  const std::uint8_t* d = data_ + p;
+  if (p + 10 <= fast_limit_) {
+    switch (d[0]) {
+      case 'K': out = Value::integer(d[1]); p += 2; break;
+      case 'J': {
+        std::int32_t v;
+        std::memcpy(&v, d + 1, 4);
+        out = Value::integer(v);
+        p += 5;
+        break;
+      }
+      case 0x8a: {
+        const std::size_t n = d[1];
+        if (n == 0 || n > 8) return fast_value<kFrames>(p, out);
+        std::uint64_t v;
+        std::memcpy(&v, d + 2, 8);
+        if (n < 8) {
+          v &= (std::uint64_t(1) << (8 * n)) - 1;
+          if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
+        }
+        out = Value::integer(static_cast<std::int64_t>(v));
+        p += 2 + n;
+        break;
+      }
+      case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
+      default: return fast_value<kFrames>(p, out);
+    }
+    // A scalar followed by another scalar starts a 2-tuple: let fast_value take it.
+    const std::uint8_t next = data_[p];
+    if (next == 'K' || next == 'M' || next == 'J' || next == 0x8a || next == 0x95) {
+      p = start;
+      return fast_value<kFrames>(p, out);
+    }
+    return true;
+  }
+  return fast_value<kFrames>(p, out);
+}
+
 template <bool kFrames>
 bool PickleVm::fast_entry() {
   const std::size_t memo_before = memo_.size();
@@ -503,7 +573,7 @@ bool PickleVm::fast_entry() {
     skip_frames<kFrames>(p);
     while (ok && p < fast_limit_ && data_[p] != 'u') {
       Value key, value;
-      ok = fast_value<kFrames>(p, key) && key.kind == Kind::Str && fast_value<kFrames>(p, value) && fast_pairs_.size() < 64;
+      ok = fast_key<kFrames>(p, key) && fast_scalar_or_value<kFrames>(p, value) && fast_pairs_.size() < 64;
       if (ok) {
         fast_pairs_.push_back(key);
         fast_pairs_.push_back(value);
