@@ -1,7 +1,9 @@
 // Runs the analysis stages over a loaded snapshot and checks the totals' invariants.
 #include "analysis/analyze.h"
 
+#include <algorithm>
 #include <fmt/format.h>
+#include <future>
 #include <map>
 
 #include "base/format_bytes.h"
@@ -43,6 +45,8 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   a.options = options;
   a.totals = compute_totals(s);
   a.trace = summarize_trace(s);
+  // The OOM layout replay is independent of the timelines: it runs on a second core.
+  auto ooms = std::async(std::launch::async, [&s, &a] { return analyze_ooms(s, a.trace); });
   a.sites = attribute(s, live_blocks(s));
   a.timelines = build_timelines(s);
   std::int64_t best = -1;
@@ -54,8 +58,18 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     }
   }
   a.pools = free_by_pool_and_stream(s);
-  a.ooms = analyze_ooms(s, a.trace);
-  for (const OomAnalysis& o : a.ooms) a.sites_at_oom.push_back(attribute(s, live_before_event(s, o.event.device, o.event.index)));
+  a.ooms = ooms.get();
+  a.sites_at_oom.resize(a.ooms.size());
+  std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
+  for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);
+  for (const auto& [device, positions] : ooms_by_device) {
+    const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) { return t.device == device; });
+    if (timeline == a.timelines.end()) continue;
+    std::vector<std::size_t> indices;
+    for (std::size_t i : positions) indices.push_back(a.ooms[i].event.index);
+    auto sets = live_before_events(s, *timeline, indices);
+    for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k]);
+  }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   derive_findings(loaded, a);
   return a;

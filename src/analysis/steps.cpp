@@ -1,5 +1,6 @@
 // Step boundaries from annotations or the trace, allocation lifetimes, and per-site series.
 #include "analysis/steps.h"
+#include "base/address_map.h"
 
 #include <algorithm>
 #include <cctype>
@@ -267,7 +268,7 @@ bool is_optimizer_stack(const Snapshot& s, StackId stack) {
 
 std::vector<Lifetime> build_lifetimes(const Snapshot& s, std::int64_t device) {
   std::vector<Lifetime> out;
-  std::unordered_map<std::uint64_t, std::size_t> open;
+  AddressMap<std::size_t> open;
   if (device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size()) {
     const auto& events = s.device_traces[static_cast<std::size_t>(device)].events;
     for (std::size_t k = 0; k < events.size(); ++k) {

@@ -1,11 +1,11 @@
 // Timeline replay per device. The curve is anchored at the end (requested bytes of active and
 // pending blocks) and walked backwards, so memory allocated before the window is counted.
 #include "analysis/timeline.h"
+#include "base/address_map.h"
 
 #include <algorithm>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace memsnap {
 namespace {
@@ -18,7 +18,7 @@ std::int64_t delta(const TraceEvent& e) {
 
 struct EndState {
   std::int64_t live = 0;
-  std::unordered_map<std::uint64_t, LiveItem> blocks;  // address -> live block (requested bytes)
+  AddressMap<LiveItem> blocks;  // address -> live block (requested bytes)
 };
 
 EndState end_state(const Snapshot& s, std::int64_t device) {
@@ -48,55 +48,48 @@ void fill_curve(DeviceTimeline& t, const std::vector<TraceEvent>& events) {
   if (best > 0 && events[best - 1].has_time) t.peak_time_us = events[best - 1].time_us;
 }
 
-// The live set after the first `index` events: the final set with later events undone.
-// The stack that allocated the memory each free_completed at index >= `from` releases: the
-// matching alloc's stack when it is in the window (with context="all" a free carries the stack
-// of the free itself), else the free's own stack.
-std::unordered_map<std::size_t, StackId> alloc_stacks_of_frees(const std::vector<TraceEvent>& events, std::size_t from) {
-  std::unordered_map<std::uint64_t, StackId> open;
-  std::unordered_map<std::size_t, StackId> out;
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    const TraceEvent& e = events[k];
-    if (e.action == Action::Alloc) {
-      open[e.addr] = e.stack;
-    } else if (e.action == Action::FreeCompleted) {
-      auto it = open.find(e.addr);
-      if (it == open.end()) continue;
-      if (k >= from) out.emplace(k, it->second);
-      open.erase(it);
+// Live sets at several moments of one device, in one backward walk from the final state.
+// `indices` must be descending; result[i] holds what was live before event indices[i]. A freed
+// block is attributed to the stack that allocated it when that alloc is in the window (with
+// context="all" a free carries the stack of the free itself), else to the free's stack.
+std::vector<std::vector<LiveItem>> live_sets(const std::vector<TraceEvent>& events, const DeviceTimeline& t, EndState st,
+                                             const std::vector<std::size_t>& indices) {
+  std::vector<std::vector<LiveItem>> out;
+  std::size_t k = events.size();
+  for (const std::size_t index : indices) {
+    for (; k > index; --k) {
+      const TraceEvent& e = events[k - 1];
+      if (e.action == Action::Alloc) {
+        st.blocks.erase(e.addr);
+      } else if (e.action == Action::FreeCompleted) {
+        const StackId alloc_stack = t.free_alloc_stacks[k - 1];
+        st.blocks[e.addr] = {alloc_stack != kUnmatched ? alloc_stack : e.stack, e.size, e.size};
+      }
     }
+    auto& items = out.emplace_back();
+    items.reserve(st.blocks.size());
+    for (const auto& [addr, item] : st.blocks) items.push_back(item);
   }
   return out;
 }
 
-std::vector<LiveItem> live_at(const std::vector<TraceEvent>& events, EndState st, std::size_t index) {
-  const auto alloc_stacks = alloc_stacks_of_frees(events, index);
-  for (std::size_t k = events.size(); k-- > index;) {
+// Pairs each free_completed with the open alloc of its address (nearest in time), and records
+// the allocating stack of every matched free for the live-set replays.
+void pair_frees(DeviceTimeline& t, const std::vector<TraceEvent>& events, const EndState& st) {
+  AddressMap<StackId> open;
+  AddressMap<const TraceEvent*> requested;
+  t.free_alloc_stacks.assign(events.size(), kUnmatched);
+  for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
     if (e.action == Action::Alloc) {
-      st.blocks.erase(e.addr);
-    } else if (e.action == Action::FreeCompleted) {
-      const auto it = alloc_stacks.find(k);
-      st.blocks[e.addr] = {it != alloc_stacks.end() ? it->second : e.stack, e.size, e.size};
-    }
-  }
-  std::vector<LiveItem> items;
-  items.reserve(st.blocks.size());
-  for (const auto& [addr, item] : st.blocks) items.push_back(item);
-  return items;
-}
-
-void pair_frees(DeviceTimeline& t, const std::vector<TraceEvent>& events, const EndState& st) {
-  std::unordered_set<std::uint64_t> open;
-  std::unordered_map<std::uint64_t, const TraceEvent*> requested;
-  for (const TraceEvent& e : events) {
-    if (e.action == Action::Alloc) {
-      open.insert(e.addr);
+      open[e.addr] = e.stack;
     } else if (e.action == Action::FreeRequested) {
       requested[e.addr] = &e;
     } else if (e.action == Action::FreeCompleted) {
       requested.erase(e.addr);
-      if (open.erase(e.addr)) {
+      if (auto it = open.find(e.addr); it != open.end()) {
+        t.free_alloc_stacks[k] = it->second;
+        open.erase(it);
         ++t.matched_frees;
       } else {
         ++t.frees_before_window;
@@ -105,7 +98,7 @@ void pair_frees(DeviceTimeline& t, const std::vector<TraceEvent>& events, const 
     }
   }
   for (const auto& [addr, item] : st.blocks) {
-    if (!open.count(addr)) ++t.live_from_before_window;
+    if (!open.contains(addr)) ++t.live_from_before_window;
   }
   std::set<std::int64_t> streams;
   for (const auto& [addr, e] : requested) {
@@ -129,10 +122,20 @@ void mark_steps(DeviceTimeline& t, const Snapshot& s, const std::vector<TraceEve
 
 }  // namespace
 
-std::vector<LiveItem> live_before_event(const Snapshot& s, std::int64_t device, std::size_t index) {
-  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return {};
+std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& s, const DeviceTimeline& t, std::vector<std::size_t> indices) {
+  const auto device = t.device;
+  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return std::vector<std::vector<LiveItem>>(indices.size());
   const auto& events = s.device_traces[static_cast<std::size_t>(device)].events;
-  return live_at(events, end_state(s, device), std::min(index, events.size()));
+  for (auto& i : indices) i = std::min(i, events.size());
+  std::vector<std::size_t> order(indices.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return indices[a] > indices[b]; });
+  std::vector<std::size_t> descending;
+  for (std::size_t i : order) descending.push_back(indices[i]);
+  auto sets = live_sets(events, t, end_state(s, device), descending);
+  std::vector<std::vector<LiveItem>> out(indices.size());
+  for (std::size_t i = 0; i < order.size(); ++i) out[order[i]] = std::move(sets[i]);
+  return out;
 }
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
@@ -148,7 +151,7 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     fill_curve(t, events);
     pair_frees(t, events, st);
     mark_steps(t, s, events);
-    t.live_at_peak = live_at(events, std::move(st), t.peak_index);
+    t.live_at_peak = std::move(live_sets(events, t, std::move(st), {t.peak_index}).front());
     out.push_back(std::move(t));
   }
   return out;

@@ -20,6 +20,8 @@ struct StepMark {
   std::int64_t live_bytes = 0;  // live requested bytes at the mark
 };
 
+inline constexpr StackId kUnmatched = 0xffffffffu;
+
 struct DeviceTimeline {
   std::int64_t device = 0;
   std::size_t events = 0;
@@ -38,12 +40,16 @@ struct DeviceTimeline {
   std::vector<StepMark> steps;
   // Live requested bytes after each event (size events + 1): curve[0] is the window's start.
   std::vector<std::int64_t> curve;
+  // Per event: for a free_completed matched with an alloc in the window, the alloc's stack;
+  // kUnmatched otherwise.
+  std::vector<StackId> free_alloc_stacks;
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 
-// The allocations live on `device` just before kept event `index` (trace sizes, allocating
-// stacks), replayed backwards from the final state.
-std::vector<LiveItem> live_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t index);
+// The allocations live on `device` just before each kept event index in `indices` (trace sizes,
+// allocating stacks), replayed backwards from the final state in one walk.
+std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& snapshot, const DeviceTimeline& timeline,
+                                                      std::vector<std::size_t> indices);
 
 }  // namespace memsnap

@@ -1,5 +1,6 @@
 // Counting the trace window: actions, drops, free requests without completion, OOM events.
 #include "analysis/trace_summary.h"
+#include "base/address_map.h"
 
 #include <unordered_map>
 
@@ -12,7 +13,7 @@ TraceSummary summarize_trace(const Snapshot& snapshot) {
     s.events += trace.total;
     s.dropped += trace.dropped;
     s.analyzed += trace.events.size();
-    std::unordered_map<std::uint64_t, std::uint64_t> requested;  // addr -> open free requests
+    AddressMap<std::uint64_t> requested;  // addr -> open free requests
     for (std::size_t i = 0; i < trace.events.size(); ++i) {
       const TraceEvent& e = trace.events[i];
       ++s.actions[static_cast<std::size_t>(e.action)];

@@ -13,6 +13,7 @@
 #include "analysis/layout_replay.h"
 #include "report/downsample.h"
 #include "report/json_report.h"
+#include "base/address_map.h"
 
 namespace memsnap {
 namespace {
@@ -176,7 +177,7 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const std::vecto
   auto grow = [&](std::vector<std::int64_t>& v) {
     if (v.size() < sites.size()) v.resize(sites.size(), 0);
   };
-  std::unordered_map<std::uint64_t, std::uint32_t> open;  // address -> site of its alloc
+  AddressMap<std::uint32_t> open;  // address -> site of its alloc
   for (std::size_t k = 0; k < n; ++k) {
     const TraceEvent& e = events[k];
     if (e.action == Action::Alloc) {
