@@ -49,6 +49,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   auto ooms = std::async(std::launch::async, [&s, &a] { return analyze_ooms(s, a.trace); });
   a.sites = attribute(s, live_blocks(s));
   a.timelines = build_timelines(s);
+  for (const auto& t : a.timelines) a.trace.pending_free_requests += t.pending_requests;
   std::int64_t best = -1;
   for (const auto& t : a.timelines) {
     if (t.peak_allocated && *t.peak_allocated > best) {

@@ -300,7 +300,8 @@ std::vector<Lifetime> build_lifetimes(const Snapshot& s, std::int64_t device) {
 }
 
 std::size_t SiteIndex::of(StackId stack) {
-  if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
+  if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(snapshot_.stack_count(), stack + 1), 0);
+  if (by_stack_[stack]) return by_stack_[stack] - 1;
   const SiteChoice c = stack == kNoStack ? SiteChoice{} : choose_site(snapshot_, stack);
   const std::uint64_t key = c.found ? std::uint64_t(c.frame) + 1 : 0;
   auto [pos, inserted] = by_frame_.emplace(key, sites_.size());
@@ -321,7 +322,7 @@ std::size_t SiteIndex::of(StackId stack) {
     }
     sites_.push_back(std::move(site));
   }
-  by_stack_.emplace(stack, pos->second);
+  by_stack_[stack] = static_cast<std::uint32_t>(pos->second + 1);
   return pos->second;
 }
 

@@ -69,7 +69,7 @@ class SiteIndex {
 
  private:
   const Snapshot& snapshot_;
-  std::unordered_map<StackId, std::size_t> by_stack_;
+  std::vector<std::uint32_t> by_stack_;  // stack id -> site + 1 (0: not resolved yet); stack ids are dense
   std::unordered_map<std::uint64_t, std::size_t> by_frame_;  // chosen frame + 1; 0 = no stack
   std::vector<StepSite> sites_;
 };

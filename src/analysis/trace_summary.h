@@ -24,7 +24,7 @@ struct TraceSummary {
   std::uint64_t analyzed = 0;  // kept (newest max_trace_events per device)
   std::uint64_t dropped = 0;
   std::array<std::uint64_t, kActionCount> actions{};
-  std::uint64_t pending_free_requests = 0;  // free_requested never followed by free_completed
+  std::uint64_t pending_free_requests = 0;  // free_requested never followed by free_completed (set by analyze)
   std::vector<OomEvent> ooms;
   bool has_history = false;  // any trace event kept
 };
