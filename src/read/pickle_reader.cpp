@@ -369,6 +369,7 @@ bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
 template <bool kFrames>
 bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
   skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
   std::uint64_t index;
   if (data_[p] == 'h' && p + 1 < fast_limit_) {
     index = data_[p + 1];
@@ -480,7 +481,7 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
     std::size_t q = p;
     skip_frames<kFrames>(q);
     Value second;
-    const std::uint8_t next = data_[q];
+    const std::uint8_t next = q < fast_limit_ ? data_[q] : 0;
     if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value<kFrames>(q, second, false) && q < fast_limit_ &&
         (skip_frames<kFrames>(q), q < fast_limit_ && data_[q] == 0x86)) {
       const Value pair[2] = {out, second};
@@ -498,6 +499,7 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
 template <bool kFrames>
 bool PickleVm::fast_key(std::size_t& p, Value& key) {
   skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
   const std::uint8_t* d = data_ + p;
   std::uint64_t index;
   if (d[0] == 'h' && p + 2 <= fast_limit_) {
@@ -550,6 +552,7 @@ bool PickleVm::fast_scalar_or_value(std::size_t& p, Value& out) {
       default: return fast_value<kFrames>(p, out);
     }
     // A scalar followed by another scalar starts a 2-tuple: let fast_value take it.
+    if (p >= fast_limit_) return true;
     const std::uint8_t next = data_[p];
     if (next == 'K' || next == 'M' || next == 'J' || next == 0x8a || next == 0x95) {
       p = start;

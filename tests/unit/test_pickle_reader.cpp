@@ -279,3 +279,26 @@ TEST(PickleReader, RandomMutationsNeverCrash) {
 
 }  // namespace
 }  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+// The shipped example (a real PyTorch layout with a 627-event trace, decoded by the reader's fast
+// path) cut short anywhere: always a clean "truncated" error, never a read past the end (the
+// cut copies have exactly their size, so AddressSanitizer sees any overread).
+TEST(PickleReader, TruncatedSnapshotWithTracesIsACleanError) {
+  const auto full = test::read_file(std::string(MEMSNAP_DATA_DIR) + "/example.pickle");
+  ASSERT_GT(full.size(), 60000u);
+  auto check = [&](std::size_t n) {
+    std::vector<std::uint8_t> cut(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(n));
+    cut.shrink_to_fit();
+    const std::string err = test::load_error(cut);
+    ASSERT_NE(err.find("ends unexpectedly"), std::string::npos) << n << ": " << err;
+  };
+  const std::size_t middle = full.size() / 2;  // inside device_traces
+  for (std::size_t n = middle; n < middle + 1500; ++n) check(n);
+  for (std::size_t n = 16; n < full.size(); n += 97) check(n);
+}
+
+}  // namespace
+}  // namespace memsnap
