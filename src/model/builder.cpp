@@ -226,7 +226,17 @@ void SnapshotBuilder::trace_entry_fields(std::size_t device, const Value* pairs,
   TraceEvent e;
   for (std::size_t k = 0; k + 1 < count; k += 2) {
     const Value& v = pairs[k + 1];
-    switch (trace_key(pairs[k])) {
+    // Entries repeat their keys in the same order: the key at this position is usually the
+    // very string seen at this position last time.
+    KeyCacheEntry& seen = key_by_position_[(k / 2) % kKeyPositions];
+    TraceKey key;
+    if (pairs[k].kind == Kind::Str && seen.data == pairs[k].s && seen.size == pairs[k].aux) {
+      key = seen.key;
+    } else {
+      key = trace_key(pairs[k]);
+      if (pairs[k].kind == Kind::Str) seen = {pairs[k].s, pairs[k].aux, key};
+    }
+    switch (key) {
       case TraceKey::Action:
         if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
         e.action = action_of(v);

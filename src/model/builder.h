@@ -64,6 +64,8 @@ class SnapshotBuilder final : public TraceEntrySink {
     TraceKey key = TraceKey::Unknown;
   };
   KeyCacheEntry key_cache_[64];
+  static constexpr std::size_t kKeyPositions = 16;
+  KeyCacheEntry key_by_position_[kKeyPositions];
   std::vector<Value> pairs_;
   struct ActionCacheEntry {
     const char* data = nullptr;

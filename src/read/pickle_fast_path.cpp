@@ -1,0 +1,305 @@
+// The reader's fast path for trace entries (see the comment below and pickle_vm.h).
+#include "read/pickle_vm.h"
+
+namespace memsnap::pickle_vm {
+
+// ---- fast path for trace entries ----
+// Inside a streamed device_traces batch, a trace entry dict of PyTorch's shape (scalar values,
+// strings, memo references, a (pool) 2-tuple, a frames list of memo references) is decoded
+// straight from the bytes into key/value pairs for the sink, without building the dict. Any
+// other shape makes it give up before changing anything, and the entry (and the rest of its
+// batch, to keep file order) takes the generic path.
+
+// Entries of the batch that took the generic path are handed over first, so the sink sees the
+// batch in file order.
+bool PickleVm::fast_path_open() {
+  if (!sink_ || marks_.empty()) return false;
+  const MarkInfo& m = marks_.back();
+  if (m.device < 0 || m.dirty) return false;
+  for (std::size_t k = m.pos; k < stack_.size(); ++k) sink_->trace_entry(static_cast<std::size_t>(m.device), stack_[k], doc_);
+  info_.streamed_entries += stack_.size() - m.pos;
+  stack_.resize(m.pos);
+  return true;
+}
+
+// FRAME opcodes may sit between any two opcodes; they carry no data.
+void PickleVm::skip_frames_slow(std::size_t& p) {
+  while (p < size_ && data_[p] == 0x95 && size_ - p >= 9) {
+    std::uint64_t length = 0;
+    for (int k = 0; k < 8; ++k) length |= std::uint64_t(data_[p + 1 + k]) << (8 * k);
+    p += 9;
+    frame_end_ = length > size_ - p ? size_ : p + static_cast<std::size_t>(length);
+  }
+}
+
+template <bool kFrames>
+bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
+  std::uint64_t index;
+  if (data_[p] == 0x94) {
+    index = memo_.size();
+    p += 1;
+  } else if (data_[p] == 'q' && p + 1 < fast_limit_) {
+    index = data_[p + 1];
+    p += 2;
+  } else if (data_[p] == 'r' && p + 4 < fast_limit_) {
+    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
+            std::uint64_t(data_[p + 4]) << 24;
+    p += 5;
+  } else {
+    return true;  // not memoized
+  }
+  if (index != memo_.size() || memo_.size() >= limits::kMaxMemoEntries) return false;
+  memo_.push_back(v);
+  return true;
+}
+
+template <bool kFrames>
+bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
+  std::uint64_t index;
+  if (data_[p] == 'h' && p + 1 < fast_limit_) {
+    index = data_[p + 1];
+    p += 2;
+  } else if (data_[p] == 'j' && p + 4 < fast_limit_) {
+    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
+            std::uint64_t(data_[p + 4]) << 24;
+    p += 5;
+  } else {
+    return false;
+  }
+  if (index >= memo_.size() || memo_[index].kind == Kind::Released) return false;
+  out = memo_[index];
+  return true;
+}
+
+template <bool kFrames>
+bool PickleVm::fast_frames(std::size_t& p, Value& out) {
+  // EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing.
+  const std::size_t memo_at = p;
+  std::size_t q = p;
+  Value placeholder = Value::released();
+  if (!fast_memo<kFrames>(q, placeholder)) return false;
+  const bool memoized = q != memo_at;
+  fast_frames_.clear();
+  skip_frames<kFrames>(q);
+  if (q < fast_limit_ && data_[q] == '(') {
+    ++q;
+    skip_frames<kFrames>(q);
+    while (q < fast_limit_ && data_[q] != 'e') {
+      Value ref;
+      if (!fast_memo_get<kFrames>(q, ref)) return false;
+      fast_frames_.push_back(ref);
+      skip_frames<kFrames>(q);
+    }
+    if (q >= fast_limit_) return false;
+    ++q;
+  } else if (q < fast_limit_ && (data_[q] == 'h' || data_[q] == 'j')) {
+    Value ref;
+    std::size_t r = q;
+    if (!fast_memo_get<kFrames>(r, ref)) return false;
+    skip_frames<kFrames>(r);
+    if (r >= fast_limit_ || data_[r] != 'a') return false;
+    fast_frames_.push_back(ref);
+    q = r + 1;
+  }
+  for (const Value& f : fast_frames_) {
+    if (f.kind != Kind::Dict && f.kind != Kind::Interned) return false;
+  }
+  out = sink_->intern_stack(fast_frames_.data(), fast_frames_.size(), doc_);
+  if (memoized) memo_.set(memo_.size() - 1, out);
+  p = q;
+  return true;
+}
+
+template <bool kFrames>
+bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
+  const std::uint8_t op = data_[p];
+  switch (op) {
+    case 'K':
+      if (p + 1 >= fast_limit_) return false;
+      out = Value::integer(data_[p + 1]);
+      p += 2;
+      break;
+    case 'M':
+      if (p + 2 >= fast_limit_) return false;
+      out = Value::integer(data_[p + 1] | data_[p + 2] << 8);
+      p += 3;
+      break;
+    case 'J': {
+      if (p + 4 >= fast_limit_) return false;
+      const std::uint32_t u = std::uint32_t(data_[p + 1]) | std::uint32_t(data_[p + 2]) << 8 |
+                              std::uint32_t(data_[p + 3]) << 16 | std::uint32_t(data_[p + 4]) << 24;
+      out = Value::integer(static_cast<std::int32_t>(u));
+      p += 5;
+      break;
+    }
+    case 0x8a: {
+      if (p + 1 >= fast_limit_) return false;
+      const std::size_t n = data_[p + 1];
+      if (n > 8 || p + 2 + n > fast_limit_) return false;
+      const std::uint8_t* b = data_ + p + 2;
+      std::uint64_t v = 0;
+      for (std::size_t k = 0; k < n; ++k) v |= std::uint64_t(b[k]) << (8 * k);
+      if (n > 0 && n < 8 && (b[n - 1] & 0x80)) v |= ~std::uint64_t(0) << (8 * n);
+      out = Value::integer(static_cast<std::int64_t>(v));
+      p += 2 + n;
+      break;
+    }
+    case 0x88: out = Value::boolean(true); p += 1; break;
+    case 0x89: out = Value::boolean(false); p += 1; break;
+    case 'N': out = Value::none(); p += 1; break;
+    case 0x8c: {
+      if (p + 1 >= fast_limit_) return false;
+      const std::size_t n = data_[p + 1];
+      if (p + 2 + n > fast_limit_) return false;
+      out = Value::string(reinterpret_cast<const char*>(data_ + p + 2), static_cast<std::uint32_t>(n));
+      p += 2 + n;
+      return fast_memo<kFrames>(p, out);
+    }
+    case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
+    case ']': ++p; return fast_frames<kFrames>(p, out);
+    default: return false;
+  }
+  // A scalar may start a pool-id 2-tuple: scalar scalar TUPLE2 [memo].
+  if (allow_tuple && p + 1 < fast_limit_) {
+    std::size_t q = p;
+    skip_frames<kFrames>(q);
+    Value second;
+    const std::uint8_t next = q < fast_limit_ ? data_[q] : 0;
+    if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value<kFrames>(q, second, false) && q < fast_limit_ &&
+        (skip_frames<kFrames>(q), q < fast_limit_ && data_[q] == 0x86)) {
+      const Value pair[2] = {out, second};
+      Value tuple = doc_.new_container(Kind::Tuple);
+      doc_.append(tuple, pair, 2);
+      out = tuple;
+      p = q + 1;
+      return fast_memo<kFrames>(p, out);
+    }
+  }
+  return true;
+}
+
+// A key: nearly always a memo reference to a str PyTorch wrote once.
+template <bool kFrames>
+bool PickleVm::fast_key(std::size_t& p, Value& key) {
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_) return false;
+  const std::uint8_t* d = data_ + p;
+  std::uint64_t index;
+  if (d[0] == 'h' && p + 2 <= fast_limit_) {
+    index = d[1];
+    p += 2;
+  } else if (d[0] == 'j' && p + 5 <= fast_limit_) {
+    std::uint32_t u;
+    std::memcpy(&u, d + 1, 4);
+    index = u;
+    p += 5;
+  } else {
+    return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
+  }
+  if (index >= memo_.size()) return false;
+  key = memo_[index];
+  return key.kind == Kind::Str;
+}
+
+// A value: the common scalars and memo references inline, everything else (strings, the
+// pool-id tuple, a frames list) through fast_value.
+template <bool kFrames>
+bool PickleVm::fast_scalar_or_value(std::size_t& p, Value& out) {
+  skip_frames<kFrames>(p);
+  const std::size_t start = p;
+  const std::uint8_t* d = data_ + p;
+  if (p + 10 <= fast_limit_) {
+    switch (d[0]) {
+      case 'K': out = Value::integer(d[1]); p += 2; break;
+      case 'J': {
+        std::int32_t v;
+        std::memcpy(&v, d + 1, 4);
+        out = Value::integer(v);
+        p += 5;
+        break;
+      }
+      case 0x8a: {
+        const std::size_t n = d[1];
+        if (n == 0 || n > 8) return fast_value<kFrames>(p, out);
+        std::uint64_t v;
+        std::memcpy(&v, d + 2, 8);
+        if (n < 8) {
+          v &= (std::uint64_t(1) << (8 * n)) - 1;
+          if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
+        }
+        out = Value::integer(static_cast<std::int64_t>(v));
+        p += 2 + n;
+        break;
+      }
+      case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
+      default: return fast_value<kFrames>(p, out);
+    }
+    // A scalar followed by another scalar starts a 2-tuple: let fast_value take it.
+    if (p >= fast_limit_) return true;
+    const std::uint8_t next = data_[p];
+    if (next == 'K' || next == 'M' || next == 'J' || next == 0x8a || next == 0x95) {
+      p = start;
+      return fast_value<kFrames>(p, out);
+    }
+    return true;
+  }
+  return fast_value<kFrames>(p, out);
+}
+
+template <bool kFrames>
+bool PickleVm::fast_entry() {
+  const std::size_t memo_before = memo_.size();
+  std::size_t p = pos_;
+  fast_pairs_.clear();
+  bool ok = fast_memo<kFrames>(p, Value::released());
+  skip_frames<kFrames>(p);
+  ok = ok && p < fast_limit_ && data_[p] == '(';
+  if (ok) {
+    ++p;
+    skip_frames<kFrames>(p);
+    while (ok && p < fast_limit_ && data_[p] != 'u') {
+      Value key, value;
+      ok = fast_key<kFrames>(p, key) && fast_scalar_or_value<kFrames>(p, value) && fast_pairs_.size() < 64;
+      if (ok) {
+        fast_pairs_.push_back(key);
+        fast_pairs_.push_back(value);
+      }
+      skip_frames<kFrames>(p);
+    }
+    ok = ok && p < fast_limit_;
+    if (ok) ++p;  // SETITEMS
+    // The finished dict must not be used by what follows (it is never on the stack).
+    std::size_t q = p;
+    skip_frames<kFrames>(q);
+    ok = ok && q < fast_limit_ && (data_[q] == '}' || data_[q] == 'e');
+  }
+  if (!ok) {
+    memo_.resize(memo_before);
+    return false;  // the generic path takes over, for the rest of this batch too
+  }
+  released_any_ = true;
+  pos_ = p;
+  sink_->trace_entry_fields(static_cast<std::size_t>(marks_.back().device), fast_pairs_.data(), fast_pairs_.size(), doc_);
+  ++info_.streamed_entries;
+  return true;
+}
+
+// Decodes the entry inside the current frame without FRAME checks when it can (nearly always),
+// else with them.
+bool PickleVm::try_fast_entry() {
+  const bool frameless = info_.protocol < 4 || pos_ < frame_end_;
+  if (frameless) {
+    fast_limit_ = info_.protocol < 4 ? size_ : frame_end_;
+    if (fast_entry<false>()) return true;
+  }
+  fast_limit_ = size_;
+  return fast_entry<true>();
+}
+
+}  // namespace memsnap::pickle_vm

@@ -1,0 +1,212 @@
+// Internal to the reader: the pickle VM's state (marks, the compact memo) and the VM class,
+// shared by pickle_reader.cpp (the generic opcode loop) and pickle_fast_path.cpp (the trace-entry
+// fast path). Not part of memsnap's interface; include read/pickle_reader.h instead.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fmt/format.h>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+#include "base/limits.h"
+#include "read/pickle_reader.h"
+#include "read/value.h"
+
+namespace memsnap::pickle_vm {
+
+struct MarkInfo {
+  std::size_t pos;          // stack index where the marked items begin
+  int device = -1;          // >= 0: the marked items are entries of device_traces[device]
+  Document::Mark arena{};   // arena size when the mark was pushed (streaming only)
+  std::size_t memo = 0;     // memo size when the mark was pushed (streaming only)
+  bool dirty = false;       // something older than the mark was modified: do not release
+};
+
+// The pickle memo, compact: each slot is a 4-byte index into a value table. Released slots
+// share one entry, and short strings with equal bytes share one (a snapshot writes a fresh
+// "N/A" per trace entry), so millions of slots cost little more than their indices.
+class Memo {
+ public:
+  Memo() { values_.push_back(Value::released()); }
+  std::size_t size() const { return slots_.size(); }
+  const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
+  void push_back(const Value& v) { slots_.push_back(store(v)); }
+  void set(std::size_t i, const Value& v) { slots_[i] = store(v); }
+  void resize(std::size_t n) { slots_.resize(n, 0); }
+
+ private:
+  std::uint32_t store(const Value& v) {
+    if (v.kind == Kind::Released) return 0;
+    if (v.kind == Kind::Str && v.aux <= 32) {
+      std::uint64_t h = 0xcbf29ce484222325ull;
+      for (std::uint32_t k = 0; k < v.aux; ++k) h = (h ^ static_cast<std::uint8_t>(v.s[k])) * 0x100000001b3ull;
+      std::uint32_t& cached = short_strings_[h & 255];
+      if (cached && values_[cached].aux == v.aux && std::memcmp(values_[cached].s, v.s, v.aux) == 0) return cached;
+      cached = append(v);
+      return cached;
+    }
+    return append(v);
+  }
+  std::uint32_t append(const Value& v) {
+    if (values_.size() >= limits::kMaxMemoEntries || values_.size() * sizeof(Value) > limits::memory_budget_bytes()) {
+      throw InputError("the pickle memo exceeds memsnap's limit", kRecaptureRemedy);
+    }
+    values_.push_back(v);
+    return static_cast<std::uint32_t>(values_.size() - 1);
+  }
+  std::vector<std::uint32_t> slots_;
+  std::vector<Value> values_;
+  std::uint32_t short_strings_[256] = {};
+};
+
+class PickleVm {
+ public:
+  PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages)
+      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink), drop_pages_(drop_pages) {
+    stack_.reserve(4096);
+  }
+
+  PickleInfo run();
+
+ private:
+  // ---- input ----
+  [[noreturn]] void truncated() const {
+    throw InputError(fmt::format("the pickle ends unexpectedly at byte {} of {} (the file is truncated or corrupt)",
+                                 size_, size_),
+                     kRecaptureRemedy);
+  }
+  [[noreturn]] void corrupt(const std::string& what) const {
+    throw InputError(fmt::format("malformed pickle at byte {}: {}", op_pos_, what), kRecaptureRemedy);
+  }
+  void need(std::size_t n) const {
+    if (size_ - pos_ < n) truncated();
+  }
+  std::uint64_t read_le(std::size_t n) {
+    need(n);
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < n; ++k) v |= std::uint64_t(data_[pos_ + k]) << (8 * k);
+    pos_ += n;
+    return v;
+  }
+  const char* take(std::uint64_t n) {
+    if (n > limits::kMaxStringBytes) {
+      corrupt(fmt::format("a string or bytes object of {} bytes exceeds memsnap's limit of {} bytes", n,
+                          limits::kMaxStringBytes));
+    }
+    need(n);
+    const char* p = reinterpret_cast<const char*>(data_ + pos_);
+    pos_ += n;
+    return p;
+  }
+
+  // ---- stack ----
+  void push(const Value& v) {
+    if (stack_.size() >= limits::kMaxStackValues) corrupt("the value stack exceeds memsnap's limit");
+    stack_.push_back(v);
+  }
+  Value pop() {
+    if (stack_.size() <= floor()) corrupt(fmt::format("{} needs a value but the stack is empty", op_name()));
+    Value v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  Value& top() {
+    if (stack_.size() <= floor()) corrupt(fmt::format("{} needs a value but the stack is empty", op_name()));
+    return stack_.back();
+  }
+  std::size_t floor() const { return marks_.empty() ? 0 : marks_.back().pos; }
+  MarkInfo pop_mark() {
+    if (marks_.empty()) corrupt(fmt::format("{} without a MARK", op_name()));
+    MarkInfo m = marks_.back();
+    marks_.pop_back();
+    return m;
+  }
+  const char* op_name() const {
+    const char* n = pickle_opcode_name(op_);
+    return n ? n : "opcode";
+  }
+
+  // ---- memo ----
+  void memo_put(std::uint64_t index, const Value& v) {
+    if (index >= limits::kMaxMemoEntries || index > memo_.size() + limits::kMaxMemoIndexGap) {
+      corrupt(fmt::format("memo index {} is beyond memsnap's limit", index));
+    }
+    if (index == memo_.size()) {
+      memo_.push_back(v);
+      return;
+    }
+    if (index > memo_.size()) memo_.resize(index + 1);
+    else if (!marks_.empty() && marks_.back().device >= 0 && index < marks_.back().memo) marks_.back().dirty = true;
+    memo_.set(index, v);
+  }
+  void memo_get(std::uint64_t index) {
+    if (index >= memo_.size() || memo_[index].kind == Kind::Released) {
+      if (index < memo_.size() && released_any_) {
+        corrupt(fmt::format("memo entry {} refers to a trace entry object that was shared in an unexpected way", index));
+      }
+      corrupt(fmt::format("memo entry {} is read before it was written", index));
+    }
+    push(memo_[index]);
+  }
+
+  // ---- containers ----
+  void append_to(const Value& container, const Value* items, std::size_t count);
+  Value make_from(Kind kind, std::size_t from);
+  int trace_device_of(std::size_t p) const;
+  bool is_root_value(std::size_t p, std::string_view key) const;
+  std::size_t innermost_mark_at_or_below(std::size_t p, bool& found) const;
+  void stream_batch(const MarkInfo& mark);
+  bool fast_path_open();
+  // kFrames: FRAME opcodes may appear (checked before every opcode); otherwise the entry is
+  // decoded inside one frame (or a frameless protocol 2/3 file) where none can.
+  template <bool kFrames>
+  void skip_frames(std::size_t& p) {
+    if constexpr (kFrames) {
+      if (p < size_ && data_[p] == 0x95) [[unlikely]] skip_frames_slow(p);
+    }
+  }
+  void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
+  bool try_fast_entry();
+  template <bool kFrames>
+  bool fast_entry();
+  template <bool kFrames>
+  bool fast_key(std::size_t& p, Value& key);
+  template <bool kFrames>
+  bool fast_scalar_or_value(std::size_t& p, Value& out);
+  template <bool kFrames>
+  bool fast_value(std::size_t& p, Value& out, bool allow_tuple = true);
+  template <bool kFrames>
+  bool fast_memo(std::size_t& p, const Value& v);
+  template <bool kFrames>
+  bool fast_memo_get(std::size_t& p, Value& out);
+  template <bool kFrames>
+  bool fast_frames(std::size_t& p, Value& out);
+  void push_long(const std::uint8_t* bytes, std::size_t n);
+  void dispatch();
+
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+  std::size_t op_pos_ = 0;
+  std::uint8_t op_ = 0;
+  Document& doc_;
+  TraceEntrySink* sink_;
+  std::vector<Value> stack_;
+  std::vector<MarkInfo> marks_;
+  Memo memo_;
+  std::vector<Value> fast_pairs_;
+  std::vector<Value> fast_frames_;
+  std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
+  std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
+  PickleInfo info_;
+  bool stopped_ = false;
+  bool released_any_ = false;
+  bool drop_pages_ = false;
+  std::size_t dropped_upto_ = 0;
+  void drop_consumed_pages();
+};
+
+}  // namespace memsnap::pickle_vm
