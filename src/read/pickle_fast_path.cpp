@@ -256,7 +256,7 @@ template <bool kFrames>
 bool PickleVm::fast_entry() {
   const std::size_t memo_before = memo_.size();
   std::size_t p = pos_;
-  fast_pairs_.clear();
+  std::size_t pairs = 0;
   bool ok = fast_memo<kFrames>(p, Value::released());
   skip_frames<kFrames>(p);
   ok = ok && p < fast_limit_ && data_[p] == '(';
@@ -265,10 +265,10 @@ bool PickleVm::fast_entry() {
     skip_frames<kFrames>(p);
     while (ok && p < fast_limit_ && data_[p] != 'u') {
       Value key, value;
-      ok = fast_key<kFrames>(p, key) && fast_scalar_or_value<kFrames>(p, value) && fast_pairs_.size() < 64;
+      ok = pairs + 2 <= kMaxFastPairs && fast_key<kFrames>(p, key) && fast_scalar_or_value<kFrames>(p, value);
       if (ok) {
-        fast_pairs_.push_back(key);
-        fast_pairs_.push_back(value);
+        fast_pairs_[pairs++] = key;
+        fast_pairs_[pairs++] = value;
       }
       skip_frames<kFrames>(p);
     }
@@ -285,7 +285,7 @@ bool PickleVm::fast_entry() {
   }
   released_any_ = true;
   pos_ = p;
-  sink_->trace_entry_fields(static_cast<std::size_t>(marks_.back().device), fast_pairs_.data(), fast_pairs_.size(), doc_);
+  sink_->trace_entry_fields(static_cast<std::size_t>(marks_.back().device), fast_pairs_, pairs, doc_);
   ++info_.streamed_entries;
   return true;
 }

@@ -197,7 +197,8 @@ class PickleVm {
   std::vector<Value> stack_;
   std::vector<MarkInfo> marks_;
   Memo memo_;
-  std::vector<Value> fast_pairs_;
+  static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
+  Value fast_pairs_[kMaxFastPairs];
   std::vector<Value> fast_frames_;
   std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
   std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
