@@ -3,7 +3,7 @@
 // replicated_gradients and reference_cycles. Each finding keeps its numbers (for tests and other
 // stages) and becomes a Pattern with evidence, the sites to change and the fix.
 //
-// Rules (thresholds are named constants in patterns.cpp and documented in docs/report-schema.md):
+// Rules (thresholds are named constants in patterns_internal.h and documented in docs/report-schema.md):
 // - growth: a site's live block count at step boundaries never falls, rises in >= 75% of at least
 //   3 intervals, by >= 3 blocks in all, and its bytes grow. Growing activation sites (>= 2, and
 //   >= half the growth) are a retained autograd graph; other growing sites are containers.

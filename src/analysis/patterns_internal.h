@@ -1,0 +1,88 @@
+// Internal to the pattern diagnosis, shared by patterns.cpp and patterns_{growth,memory,state}.cpp:
+// the thresholds of the rules in patterns.h, the helpers the pattern files share, and the
+// detectors and Pattern builders that diagnose() calls. Not part of the public interface.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/patterns.h"
+
+namespace memsnap::patterns_detail {
+
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+// Growth (retained_autograd_graph, growing_container).
+constexpr std::size_t kMinIntervals = 3;
+constexpr std::int64_t kMinGrowthBlocks = 3;
+constexpr std::size_t kRisePercent = 75;
+constexpr std::int64_t kSmallTensor = 1024;  // a loss, a scalar output or a running total
+// optimizer_state_spike
+constexpr std::size_t kOptimizerSharePercent = 10;
+constexpr std::size_t kLaterSharePercent = 5;
+// activation_pressure
+constexpr std::size_t kActivationSharePercent = 50;
+constexpr std::uint64_t kMinFreeable = 256 * kMiB;
+// reference_cycles
+constexpr std::size_t kBurstMinBlocks = 6;
+constexpr std::size_t kBurstMinSteps = 3;
+constexpr std::size_t kMinBursts = 2;
+// replicated_gradients
+constexpr std::size_t kModelStateSharePercent = 50;
+constexpr std::uint64_t kMinModelState = 512 * kMiB;
+
+std::string B(std::int64_t v);
+std::string B(std::uint64_t v);
+
+double pct(double part, double whole);
+
+// True when the path contains part, with forward slashes or with backslashes.
+bool path_has(std::string_view file, std::string_view part);
+
+// The trace events of a device (none for a device without a trace).
+const std::vector<TraceEvent>& events_of(const Snapshot& s, std::int64_t device);
+
+// categorize_stack, memoized per stack.
+class CategoryMemo {
+ public:
+  explicit CategoryMemo(const Snapshot& s) : s_(s) {}
+  Category operator()(StackId stack) {
+    auto it = memo_.find(stack);
+    if (it == memo_.end()) it = memo_.emplace(stack, categorize_stack(s_, stack)).first;
+    return it->second;
+  }
+
+ private:
+  const Snapshot& s_;
+  std::unordered_map<StackId, Category> memo_;
+};
+
+// The evidence line naming where the steps come from.
+std::string steps_evidence(const Steps& st, std::size_t devices);
+
+// Growth: retained_autograd_graph and growing_container (patterns_growth.cpp).
+std::vector<SiteGrowth> growing_sites(const StepTable& table, const SiteIndex& sites, std::int64_t device);
+std::optional<RetainedGraph> retained_graph(const Snapshot& s, const std::vector<SiteGrowth>& growing, const StepTable& table,
+                                            SiteIndex& sites, CategoryMemo& category);
+Pattern retained_graph_pattern(const RetainedGraph& r, const Steps& st, const std::vector<std::int64_t>& live, std::size_t devices);
+Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st, std::size_t devices, const std::vector<Site>& live);
+
+// Memory: optimizer_state_spike and activation_pressure (patterns_memory.cpp).
+std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+                                              SiteIndex& sites, const Analysis& a);
+Pattern optimizer_pattern(const OptimizerSpike& o);
+std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+                                                      const Steps& st, CategoryMemo& category);
+Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom);
+
+// State: reference_cycles (patterns_state.cpp, with model_state and replicated_gradients_pattern).
+std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, std::int64_t device, const std::vector<Lifetime>& lifetimes,
+                                                const Steps& st, SiteIndex& sites);
+Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices);
+
+}  // namespace memsnap::patterns_detail

@@ -1,0 +1,177 @@
+// The patterns of what stays live between steps: reference_cycles (blocks of several steps freed
+// together in bursts) and replicated_gradients (DDP model state, from model_state()), with the
+// Pattern each becomes (rules in patterns.h).
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "analysis/patterns_internal.h"
+
+namespace memsnap {
+namespace patterns_detail {
+
+// --------------------------------------------------------- reference cycles
+
+std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, std::int64_t device, const std::vector<Lifetime>& lifetimes,
+                                                const Steps& st, SiteIndex& sites) {
+  if (!st.found()) return std::nullopt;
+  const auto& events = events_of(s, device);
+  std::vector<std::size_t> by_free(events.size(), SIZE_MAX);
+  for (std::size_t i = 0; i < lifetimes.size(); ++i) {
+    const Lifetime& l = lifetimes[i];
+    if (l.free != kStillLive && l.alloc != kBeforeWindow && l.free < events.size()) by_free[l.free] = i;
+  }
+  ReferenceCycles r;
+  r.device = device;
+  std::map<std::string, std::uint64_t> site_bytes;
+  std::vector<std::size_t> run;
+  auto close_run = [&] {
+    if (run.size() < kBurstMinBlocks) {
+      run.clear();
+      return;
+    }
+    // Only sites whose freed blocks come from at least two steps count: the burst's ordinary
+    // frees (temporaries of the current step) stay out.
+    std::map<std::size_t, std::set<std::size_t>> steps_of_site;
+    for (std::size_t i : run) steps_of_site[sites.of(lifetimes[i].stack)].insert(st.step_of(lifetimes[i].alloc));
+    std::set<std::size_t> steps;
+    std::uint64_t blocks = 0, bytes = 0;
+    for (std::size_t i : run) {
+      const auto& site_steps = steps_of_site[sites.of(lifetimes[i].stack)];
+      if (site_steps.size() < 2) continue;
+      steps.insert(st.step_of(lifetimes[i].alloc));
+      ++blocks;
+      bytes += lifetimes[i].size;
+    }
+    if (blocks >= kBurstMinBlocks && steps.size() >= kBurstMinSteps) {
+      ++r.bursts;
+      r.blocks += blocks;
+      r.bytes += bytes;
+      r.max_steps_spanned = std::max(r.max_steps_spanned, steps.size());
+      for (std::size_t i : run) {
+        const std::size_t site = sites.of(lifetimes[i].stack);
+        if (steps_of_site[site].size() >= 2) site_bytes[sites[site].site] += lifetimes[i].size;
+      }
+    }
+    run.clear();
+  };
+  for (std::size_t k = 0; k < events.size(); ++k) {
+    if (events[k].action == Action::Alloc) close_run();
+    else if (events[k].action == Action::FreeCompleted && by_free[k] != SIZE_MAX) run.push_back(by_free[k]);
+  }
+  close_run();
+  if (r.bursts < kMinBursts) return std::nullopt;
+  r.sites.assign(site_bytes.begin(), site_bytes.end());
+  std::sort(r.sites.begin(), r.sites.end(), [](const auto& x, const auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+  return r;
+}
+
+Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices) {
+  Pattern p;
+  p.id = "reference_cycles";
+  p.verdict = "problem";
+  p.confidence = r.bursts >= 3 ? "high" : "medium";
+  p.summary = fmt::format("Memory is freed in bursts: {} times, blocks allocated over as many as {} steps were freed together "
+                          "({} blocks, {} in all), as when Python's garbage collector breaks reference cycles",
+                          r.bursts, r.max_steps_spanned, r.blocks, B(r.bytes));
+  p.evidence.push_back(steps_evidence(st, devices));
+  p.evidence.push_back(fmt::format("{} bursts of back-to-back frees, each releasing >= {} blocks allocated in >= {} different steps", r.bursts,
+                                   kBurstMinBlocks, kBurstMinSteps));
+  for (std::size_t i = 0; i < r.sites.size() && i < 4; ++i) {
+    p.evidence.push_back(fmt::format("{} of them were allocated at {}", B(r.sites[i].second), r.sites[i].first));
+    p.sites.push_back(r.sites[i].first);
+  }
+  p.fix.push_back("call `from torch.utils.viz._cycles import warn_tensor_cycles; warn_tensor_cycles()` at start-up: it reports each "
+                  "reference cycle that keeps a CUDA tensor alive");
+  p.fix.push_back(fmt::format("break the cycle that holds the tensors allocated at {} (an object that references itself, a hook or "
+                              "closure capturing self, a kept exception or traceback), or del the reference at the end of the step",
+                              r.sites.empty() ? std::string("the sites above") : r.sites.front().first));
+  p.fix.push_back("as a stopgap, gc.collect() after each step frees them sooner");
+  return p;
+}
+
+}  // namespace patterns_detail
+
+using patterns_detail::B;
+using patterns_detail::path_has;
+using patterns_detail::pct;
+
+// -------------------------------------------------------------- model state
+
+ModelState model_state(const Snapshot& s) {
+  ModelState m;
+  enum Kind { kOther, kParam, kGrad, kOpt, kDdp };
+  std::unordered_map<StackId, Kind> memo;
+  auto kind_of = [&](StackId stack) {
+    auto it = memo.find(stack);
+    if (it != memo.end()) return it->second;
+    Kind k = kOther;
+    const FrameId* frames = s.stack_begin(stack);
+    for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+      const Frame& f = s.frames[frames[i]];
+      const std::string_view file = s.str(f.filename), name = s.str(f.name);
+      if (path_has(file, "torch/nn/parallel/distributed.py") || name.find("c10d::Reducer") != std::string_view::npos) {
+        k = kDdp;
+        m.ddp_frames = true;
+      }
+      if (path_has(file, "torch/distributed/fsdp") || path_has(file, "torch/distributed/_composable/fsdp") ||
+          path_has(file, "zero_redundancy_optimizer.py") || path_has(file, "deepspeed/") || name.find("FlatParam") != std::string_view::npos) {
+        m.sharded_frames = true;
+      }
+    }
+    if (k == kOther) {
+      switch (categorize_stack(s, stack)) {
+        case Category::Parameter: k = kParam; break;
+        case Category::Gradient: k = kGrad; break;
+        case Category::OptimizerState: k = kOpt; break;
+        default: break;
+      }
+    }
+    memo.emplace(stack, k);
+    return k;
+  };
+  for (const Block& b : s.blocks) {
+    if (b.state != BlockState::ActiveAllocated) continue;
+    m.live += b.size;
+    switch (kind_of(b.stack)) {
+      case kParam: m.parameters += b.size; break;
+      case kGrad: m.gradients += b.size; break;
+      case kOpt: m.optimizer_state += b.size; break;
+      case kDdp: m.ddp_buckets += b.size; break;
+      case kOther: break;
+    }
+  }
+  return m;
+}
+
+Pattern replicated_gradients_pattern(const ModelState& m, std::size_t ranks, bool oom) {
+  Pattern p;
+  p.id = "replicated_gradients";
+  p.verdict = oom ? "problem" : "expected";
+  p.confidence = ranks > 1 ? "high" : "medium";
+  const double share = pct(double(m.total()), double(m.live));
+  if (ranks > 1) {
+    p.summary = fmt::format("Every one of the {} ranks holds full-size parameters, gradients and optimizer state ({}, {:.0f}% of live "
+                            "memory): DDP replicates them; sharding them is the structural fix",
+                            ranks, B(m.total()), share);
+  } else {
+    p.summary = fmt::format("DDP keeps full-size parameters, gradients and optimizer state on every rank: {} ({:.0f}% of live memory) "
+                            "on this one; sharding them is the structural fix",
+                            B(m.total()), share);
+  }
+  p.evidence.push_back(fmt::format("parameters {}, gradients {}, optimizer state {}, DDP gradient buckets {}", B(m.parameters),
+                                   B(m.gradients), B(m.optimizer_state), B(m.ddp_buckets)));
+  if (m.ddp_frames) p.evidence.push_back("DDP frames (torch/nn/parallel/distributed.py) in the live stacks; no FSDP or ZeRO frames");
+  if (ranks > 1) p.evidence.push_back(fmt::format("the same sites and sizes on all {} ranks (within 2%)", ranks));
+  p.fix.push_back("shard them with FSDP (torch.distributed.fsdp.fully_shard) or ZeRO (DeepSpeed stage 1-3): each rank then holds about "
+                  "1/N of parameters, gradients and optimizer state");
+  if (ranks > 1 && m.optimizer_state) {
+    p.fix.push_back(fmt::format("ZeRO-1 alone (torch.distributed.optim.ZeroRedundancyOptimizer) saves about {} per rank with {} ranks",
+                                B(m.optimizer_state * (ranks - 1) / ranks), ranks));
+  }
+  return p;
+}
+
+}  // namespace memsnap
