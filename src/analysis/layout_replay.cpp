@@ -45,6 +45,12 @@ void LayoutReplay::undo_from(std::size_t index) {
   while (cursor_ > index) undo((*events_)[--cursor_]);
 }
 
+std::vector<std::pair<std::uint64_t, LayoutReplay::Live>> LayoutReplay::sorted_live() const {
+  std::vector<std::pair<std::uint64_t, Live>> out(live_.begin(), live_.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
 std::uint64_t LayoutReplay::reserved() const {
   std::uint64_t total = 0;
   for (const auto& [start, r] : segs_) total = saturating_add(total, r.end - start);

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <vector>
 
+#include "base/address_map.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -42,14 +45,15 @@ class LayoutReplay {
   // in address order; `live` is null for a free gap.
   template <typename Fn>
   void for_each_piece(Fn&& fn) const {
+    const auto live = sorted_live();
     for (const auto& [start, r] : segs_) {
       std::uint64_t cursor = start;
-      auto it = live_.lower_bound(start);
-      if (it != live_.begin()) {
+      auto it = std::lower_bound(live.begin(), live.end(), start, [](const auto& b, std::uint64_t a) { return b.first < a; });
+      if (it != live.begin()) {
         const auto prev = std::prev(it);
         cursor = std::max(cursor, std::min(r.end, saturating_add(prev->first, prev->second.occupied)));
       }
-      for (; it != live_.end() && it->first < r.end; ++it) {
+      for (; it != live.end() && it->first < r.end; ++it) {
         if (it->first > cursor) fn(start, r, cursor, it->first, static_cast<const Live*>(nullptr));
         const std::uint64_t from = std::max(cursor, it->first);
         const std::uint64_t to = std::min(r.end, saturating_add(it->first, it->second.occupied));
@@ -71,7 +75,10 @@ class LayoutReplay {
   std::size_t cursor_ = 0;  // events [cursor_, size) are undone
   std::map<std::uint64_t, Range> final_;  // the final segments, for the pool of restored ranges
   std::map<std::uint64_t, Range> segs_;
-  std::map<std::uint64_t, Live> live_;
+  // Live blocks by address, unordered while replaying (O(1) per undo); sorted when pieces are
+  // needed.
+  AddressMap<Live> live_;
+  std::vector<std::pair<std::uint64_t, Live>> sorted_live() const;
 };
 
 }  // namespace memsnap
