@@ -99,6 +99,26 @@ std::vector<LiveItem> live_blocks(const Snapshot& s, std::int64_t device) {
   return items;
 }
 
+Site describe_site(const Snapshot& s, StackId stack, const SiteChoice& choice) {
+  Site site;
+  site.example_stack = stack;
+  if (!choice.found) {
+    site.no_stack = true;
+    site.site = "[no stack recorded]";
+    return site;
+  }
+  const Frame& f = s.frames[choice.frame];
+  site.frame = choice.frame;
+  site.kind = choice.kind;
+  site.file = std::string(s.str(f.filename));
+  site.line = f.line;
+  site.function = display_function(s.str(f.name), choice.kind);
+  site.site = fmt::format("{}:{}", site.file, site.line);
+  site.call_path = call_path(s, stack, choice.position);
+  site.category = categorize_stack(s, stack);
+  return site;
+}
+
 std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items) {
   // Stacks repeat a lot: choose each stack's site once.
   std::unordered_map<StackId, std::size_t> site_of_stack;
@@ -115,24 +135,7 @@ std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& item
       const SiteChoice choice = item.stack == kNoStack ? SiteChoice{} : choose_site(s, item.stack);
       const std::uint64_t key = choice.found ? std::uint64_t(choice.frame) + 1 : 0;
       auto [pos, inserted] = site_index.emplace(key, sites.size());
-      if (inserted) {
-        Site site;
-        if (!choice.found) {
-          site.no_stack = true;
-          site.site = "[no stack recorded]";
-        } else {
-          const Frame& f = s.frames[choice.frame];
-          site.frame = choice.frame;
-          site.kind = choice.kind;
-          site.file = std::string(s.str(f.filename));
-          site.line = f.line;
-          site.function = display_function(s.str(f.name), choice.kind);
-          site.site = fmt::format("{}:{}", site.file, site.line);
-          site.call_path = call_path(s, item.stack, choice.position);
-          site.category = categorize_stack(s, item.stack);
-        }
-        sites.push_back(std::move(site));
-      }
+      if (inserted) sites.push_back(describe_site(s, item.stack, choice));
       idx = pos->second;
       site_of_stack.emplace(item.stack, idx);
     }

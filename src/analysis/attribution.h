@@ -41,7 +41,13 @@ struct LiveItem {
   std::uint64_t requested = 0;
 };
 
-// Groups items by site, largest first. `no_stack_reason` explains the empty-stack bucket.
+// The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
+Site describe_site(const Snapshot& snapshot, StackId stack, const SiteChoice& choice);
+
+// The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
+Site describe_site(const Snapshot& snapshot, StackId stack, const SiteChoice& choice);
+
+// Groups items by site, largest first; blocks without a stack form the "[no stack recorded]" site.
 std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items);
 
 // The live (active_allocated) blocks of the final state, optionally of one device only.

@@ -305,23 +305,7 @@ std::size_t SiteIndex::of(StackId stack) {
   const SiteChoice c = stack == kNoStack ? SiteChoice{} : choose_site(snapshot_, stack);
   const std::uint64_t key = c.found ? std::uint64_t(c.frame) + 1 : 0;
   auto [pos, inserted] = by_frame_.emplace(key, sites_.size());
-  if (inserted) {
-    StepSite site;
-    if (!c.found) {
-      site.no_stack = true;
-      site.site = "[no stack recorded]";
-    } else {
-      const Frame& f = snapshot_.frames[c.frame];
-      site.file = std::string(snapshot_.str(f.filename));
-      site.line = f.line;
-      site.function = std::string(snapshot_.str(f.name));
-      site.site = fmt::format("{}:{}", site.file, site.line);
-      site.kind = c.kind;
-      site.category = categorize_stack(snapshot_, stack);
-      site.example_stack = stack;
-    }
-    sites_.push_back(std::move(site));
-  }
+  if (inserted) sites_.push_back(describe_site(snapshot_, stack, c));
   by_stack_[stack] = static_cast<std::uint32_t>(pos->second + 1);
   return pos->second;
 }

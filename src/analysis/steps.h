@@ -49,16 +49,8 @@ struct Lifetime {
 std::vector<Lifetime> build_lifetimes(const Snapshot& snapshot, std::int64_t device);
 
 // Allocation sites as attribution names them (innermost user frame, ...), resolved once per stack.
-struct StepSite {
-  std::string site;      // "file:line" or "[no stack recorded]"
-  std::string file;
-  std::int64_t line = 0;
-  std::string function;
-  FrameKind kind = FrameKind::Native;
-  Category category = Category::Unknown;
-  bool no_stack = false;
-  StackId example_stack = kNoStack;
-};
+// A site as attribution names it (the byte and block fields stay zero here).
+using StepSite = Site;
 
 class SiteIndex {
  public:
