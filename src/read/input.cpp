@@ -45,7 +45,12 @@ std::size_t skip_space(std::span<const std::uint8_t> b) {
 // Names what the bytes are when they are not a snapshot; throws. Returns the format otherwise.
 Format sniff(std::span<const std::uint8_t> b) {
   if (b.empty()) throw InputError("the file is empty", kRecaptureRemedy);
-  if (b[0] == 0x80) return Format::Pickle;
+  if (b[0] == 0x80) {
+    if (b.size() >= 2 && (b[1] < 2 || b[1] > 5)) {
+      throw InputError(fmt::format("unsupported pickle protocol {} (memsnap reads protocols 2-5)", b[1]), kNeedSnapshot);
+    }
+    return Format::Pickle;
+  }
   const std::size_t t = skip_space(b);
   if (t < b.size() && (b[t] == '{' || b[t] == '[')) return Format::Json;
   if (starts_with(b, "\x89PNG") || starts_with(b, "\xFF\xD8\xFF") || starts_with(b, "GIF8") ||
@@ -235,6 +240,7 @@ InputBytes open_input(const std::string& path) {
   }
   // Empty regular files, pipes and other streams: read them whole.
   std::vector<std::uint8_t> data;
+  bool sniffed = false;
   std::uint8_t buf[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -245,6 +251,19 @@ InputBytes open_input(const std::string& path) {
     }
     if (n == 0) break;
     data.insert(data.end(), buf, buf + n);
+    // A stream that is not a snapshot (e.g. /dev/zero) is turned away on its first bytes,
+    // before it can fill memory.
+    if (!sniffed && data.size() >= 16) {
+      sniffed = true;
+      if (!starts_with(data, "\x1F\x8B") && !starts_with(data, "\x28\xB5\x2F\xFD")) {
+        try {
+          sniff(data);
+        } catch (...) {
+          ::close(fd);
+          throw;
+        }
+      }
+    }
     if (data.size() > max_decompressed()) { ::close(fd); too_big(); }
   }
   ::close(fd);

@@ -62,6 +62,13 @@ TEST(Cli, ErrorsAreOneLineWithExitOne) {
   std::filesystem::remove(evil);
 }
 
+TEST(Cli, EndlessStreamsAreTurnedAwayAtOnce) {
+  // A character device is read as a stream; its first bytes decide, before memory fills up.
+  const test::CliRun r = test::run_memsnap("/dev/zero");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("/dev/zero: unrecognized content (first byte 0x00): neither a pickle nor JSON"), std::string::npos) << r.err;
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(test::run_memsnap("--format xml x").status, 2);
   EXPECT_EQ(test::run_memsnap("dump x --what nothing").status, 2);
