@@ -63,7 +63,8 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   a.sites_at_oom.resize(a.ooms.size());
   std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
   for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);
-  for (const auto& [device, positions] : ooms_by_device) {
+  for (const auto& [oom_device, positions] : ooms_by_device) {
+    const std::int64_t device = oom_device;  // a structured binding cannot be captured (clang)
     const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) { return t.device == device; });
     if (timeline == a.timelines.end()) continue;
     std::vector<std::size_t> indices;
