@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs memsnap's build and test dependencies from Debian's packages (Debian 12).
 set -euo pipefail
-packages=(cmake ninja-build g++ clang python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ clang libclang-rt-14-dev python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
           zlib1g-dev libzstd-dev libabsl-dev libgtest-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do
