@@ -49,6 +49,13 @@ const char* category_name(Category c) {
   return "unknown";
 }
 
+std::string site_label(const Snapshot& s, StackId stack) {
+  const SiteChoice c = choose_site(s, stack);
+  if (!c.found) return "";
+  const Frame& f = s.frames[c.frame];
+  return fmt::format("{}:{}", s.str(f.filename), f.line);
+}
+
 std::string format_frame(const Snapshot& s, FrameId frame) {
   const Frame& f = s.frames[frame];
   return fmt::format("{}:{}:{}", s.str(f.filename), f.line, s.str(f.name));

@@ -53,6 +53,9 @@ std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem
 // The live (active_allocated) blocks of the final state, optionally of one device only.
 std::vector<LiveItem> live_blocks(const Snapshot& snapshot, std::int64_t device = -1);
 
+// "file:line" of the frame a stack is attributed to, or "" for an empty stack.
+std::string site_label(const Snapshot& snapshot, StackId stack);
+
 // Formats a frame as "file:line:function".
 std::string format_frame(const Snapshot& snapshot, FrameId frame);
 

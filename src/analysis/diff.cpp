@@ -20,7 +20,6 @@ namespace {
 constexpr std::int64_t kMinLeakBlocks = 2;
 constexpr std::uint64_t kMiB = 1ull << 20;
 
-std::string B(std::int64_t v) { return format_bytes(v); }
 std::string signed_bytes(std::int64_t v) {
   std::string out(v > 0 ? "+" : v < 0 ? "-" : "");
   out += format_bytes(v < 0 ? -v : v);
@@ -83,7 +82,7 @@ void check_trace_overlap(const LoadedSnapshot& before, const Analysis& ba, const
         warnings.push_back(fmt::format("totals inconsistent with the trace: at the earlier snapshot's last event, the later trace "
                                        "replays {} live on device {}, but the earlier snapshot held {}; they are probably not from "
                                        "the same run",
-                                       B(replayed), at.device, B(held)));
+                                       format_bytes(replayed), at.device, format_bytes(held)));
       }
     }
   }
@@ -127,7 +126,7 @@ std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analy
   for (const Site& s : aa.sites) params_after += s.category == Category::Parameter ? s.bytes : 0;
   if (params_before && params_after && std::max(params_before, params_after) * 100 > std::min(params_before, params_after) * 101) {
     w.push_back(fmt::format("parameter memory differs ({} vs {}): a different model or configuration, probably not the same run",
-                            B(static_cast<std::int64_t>(params_before)), B(static_cast<std::int64_t>(params_after))));
+                            format_bytes(static_cast<std::int64_t>(params_before)), format_bytes(static_cast<std::int64_t>(params_after))));
   }
   if ((with_stack_before == 0) != (with_stack_after == 0)) {
     w.push_back("only one of the snapshots recorded stacks: sites cannot be matched, so the diff compares totals only");
@@ -165,13 +164,13 @@ std::string steps_phrase(const DiffReport& d) {
 std::string per_step(const DiffReport& d, const DiffSite& s) {
   if (!d.steps_between || *d.steps_between <= 0) return "";
   return fmt::format(", {:.3g} block(s) and {} per step", double(s.delta_blocks) / double(*d.steps_between),
-                     B(s.delta_bytes / *d.steps_between));
+                     format_bytes(s.delta_bytes / *d.steps_between));
 }
 
 std::string grew_line(const DiffReport& d, const DiffSite& s) {
   return fmt::format("between the snapshots{} {} ({}, {}) grew from {} blocks, {} to {} blocks, {}{}", steps_phrase(d), s.site,
-                     s.function, category_name(s.category), s.blocks_before, B(static_cast<std::int64_t>(s.bytes_before)),
-                     s.blocks_after, B(static_cast<std::int64_t>(s.bytes_after)), per_step(d, s));
+                     s.function, category_name(s.category), s.blocks_before, format_bytes(static_cast<std::int64_t>(s.bytes_before)),
+                     s.blocks_after, format_bytes(static_cast<std::int64_t>(s.bytes_after)), per_step(d, s));
 }
 
 std::vector<Pattern> diff_patterns(const DiffReport& d) {
@@ -219,8 +218,8 @@ std::vector<Pattern> diff_patterns(const DiffReport& d) {
 
 std::string diff_headline(const DiffReport& d) {
   const std::int64_t live = static_cast<std::int64_t>(d.after.allocated) - static_cast<std::int64_t>(d.before.allocated);
-  const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", B(live < 0 ? -live : live),
-                                         B(static_cast<std::int64_t>(d.after.allocated)));
+  const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
+                                         format_bytes(static_cast<std::int64_t>(d.after.allocated)));
   const DiffSite* top = nullptr;
   for (const DiffSite& s : d.sites) {
     if (s.delta_bytes > 0) {

@@ -11,7 +11,6 @@
 namespace memsnap {
 namespace {
 
-std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
@@ -23,25 +22,18 @@ const Pattern* find_pattern(const Analysis& a, std::string_view id) {
   return nullptr;
 }
 
-std::string site_of(const Snapshot& s, StackId stack) {
-  const SiteChoice c = choose_site(s, stack);
-  if (!c.found) return "";
-  const Frame& f = s.frames[c.frame];
-  return fmt::format("{}:{}", s.str(f.filename), f.line);
-}
-
 void oom_patterns(const Snapshot& s, Analysis& a) {
   for (const OomAnalysis& o : a.ooms) {
     Pattern p;
-    const std::string where = site_of(s, o.event.stack);
+    const std::string where = site_label(s, o.event.stack);
     std::vector<std::string> evidence = {
-        fmt::format("oom event on device {}: request of {} (rounded), device_free {}", o.event.device, B(o.event.size),
-                    B(o.event.device_free)),
+        fmt::format("oom event on device {}: request of {} (rounded), device_free {}", o.event.device, format_bytes(o.event.size),
+                    format_bytes(o.event.device_free)),
         fmt::format("at the OOM{}: allocated {}, reserved {}, inactive {} in {} segments, largest inactive block {}",
                     o.at_oom.replayed ? " (replayed from the trace)" : " (final state; no trace to replay)",
-                    B(o.at_oom.allocated), B(o.at_oom.reserved), B(o.at_oom.inactive), o.at_oom.segments_with_inactive,
-                    B(o.at_oom.largest_inactive_block)),
-        fmt::format("largest inactive block the request could reuse (same pool and stream): {}", B(o.largest_reusable_block)),
+                    format_bytes(o.at_oom.allocated), format_bytes(o.at_oom.reserved), format_bytes(o.at_oom.inactive), o.at_oom.segments_with_inactive,
+                    format_bytes(o.at_oom.largest_inactive_block)),
+        fmt::format("largest inactive block the request could reuse (same pool and stream): {}", format_bytes(o.largest_reusable_block)),
     };
     if (!where.empty()) evidence.push_back("the failed allocation came from " + where);
     if (o.verdict == OomVerdict::Fragmentation) {
@@ -80,9 +72,9 @@ void fragmentation_without_oom(Analysis& a) {
   p.verdict = "info";
   p.confidence = "low";
   p.summary = fmt::format("{} of {} reserved is inactive, spread over {} segments, but the largest inactive block is only {}",
-                          B(t.inactive), B(t.reserved), spread, B(t.largest_inactive_block));
-  p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved)", B(t.inactive), 100.0 * static_cast<double>(t.inactive) / static_cast<double>(t.reserved)),
-                fmt::format("largest inactive block {}", B(t.largest_inactive_block)),
+                          format_bytes(t.inactive), format_bytes(t.reserved), spread, format_bytes(t.largest_inactive_block));
+  p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved)", format_bytes(t.inactive), 100.0 * static_cast<double>(t.inactive) / static_cast<double>(t.reserved)),
+                fmt::format("largest inactive block {}", format_bytes(t.largest_inactive_block)),
                 fmt::format("{} segments hold inactive memory", spread)};
   p.fix = {"if a large allocation fails, set PYTORCH_ALLOC_CONF=expandable_segments:True",
            "torch.cuda.empty_cache() returns wholly inactive segments to CUDA but cannot free split segments"};
@@ -104,13 +96,13 @@ void pending_frees(Analysis& a) {
   p.verdict = t.pending_free * 10 > t.reserved ? "problem" : "info";
   p.confidence = "high";
   p.summary = fmt::format("{} is freed by Python but not yet reusable: the blocks wait for work on another stream (record_stream)",
-                          B(t.pending_free));
-  if (t.pending_free) p.evidence.push_back(fmt::format("{} in blocks in state active_pending_free at the end", B(t.pending_free)));
+                          format_bytes(t.pending_free));
+  if (t.pending_free) p.evidence.push_back(fmt::format("{} in blocks in state active_pending_free at the end", format_bytes(t.pending_free)));
   if (pending_requests) {
     std::string list;
     for (std::size_t i = 0; i < streams.size() && i < 4; ++i) list += fmt::format("{}{}", i ? ", " : "", streams[i]);
     p.evidence.push_back(fmt::format("{} free_requested events ({} requested) have no free_completed, on stream(s) {}",
-                                     pending_requests, B(pending_bytes), list));
+                                     pending_requests, format_bytes(pending_bytes), list));
   }
   p.fix = {"synchronize the side stream (or let it finish) before the memory is needed again",
            "avoid tensor.record_stream() on long-lived side-stream work; free tensors after the consuming stream is done"};
@@ -128,9 +120,9 @@ void non_pytorch_memory(Analysis& a) {
   p.id = "non_pytorch_memory";
   p.verdict = "problem";
   p.confidence = gap > 2 * kGiB ? "high" : "medium";
-  p.summary = fmt::format("{} of device memory is in use outside PyTorch's caching allocator", B(gap));
-  p.evidence = {fmt::format("device memory used (given with --device-used): {}", B(used)),
-                fmt::format("reserved by PyTorch's allocator (snapshot): {}", B(reserved)),
+  p.summary = fmt::format("{} of device memory is in use outside PyTorch's caching allocator", format_bytes(gap));
+  p.evidence = {fmt::format("device memory used (given with --device-used): {}", format_bytes(used)),
+                fmt::format("reserved by PyTorch's allocator (snapshot): {}", format_bytes(reserved)),
                 "the CUDA context itself takes several hundred MiB per process"};
   p.fix = {"check NCCL buffers (NCCL_BUFFSIZE, number of communicators), cuBLAS/cuDNN workspaces (CUBLAS_WORKSPACE_CONFIG) and custom CUDA extensions",
            "compare torch.cuda.device_memory_used() with torch.cuda.memory_reserved() around the suspect code",
@@ -167,7 +159,7 @@ void headline(const Snapshot& s, Analysis& a) {
   }
   const Totals& t = a.totals.overall;
   if (a.sites.empty() || t.allocated == 0) {
-    a.headline = fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", B(t.reserved), B(t.inactive));
+    a.headline = fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", format_bytes(t.reserved), format_bytes(t.inactive));
     return;
   }
   // The largest attributed site leads; memory without a stack is named after it.
@@ -178,13 +170,13 @@ void headline(const Snapshot& s, Analysis& a) {
           ? fmt::format(" ({:.0f}% of live memory has no recorded stack)", unattributed->percent)
           : "";
   if (attributed == a.sites.end()) {
-    a.headline = fmt::format("All {} of live memory ({} blocks) has no recorded stack, so it cannot be attributed.", B(t.allocated),
+    a.headline = fmt::format("All {} of live memory ({} blocks) has no recorded stack, so it cannot be attributed.", format_bytes(t.allocated),
                              unattributed->blocks);
     return;
   }
   const Site& top = *attributed;
-  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}{}.", top.percent, B(top.bytes),
-                           B(t.allocated), category_name(top.category), top.site, top.function,
+  a.headline = fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}{}.", top.percent, format_bytes(top.bytes),
+                           format_bytes(t.allocated), category_name(top.category), top.site, top.function,
                            top.category == Category::OptimizerState && find_pattern(a, "optimizer_state_spike")
                                ? ": optimizer state from the first optimizer.step(), expected retention, not a leak"
                                : "",
@@ -199,7 +191,7 @@ void next_steps(Analysis& a) {
   for (const Site& site : a.sites) {
     if (site.no_stack || named == 3) continue;
     a.next_steps.push_back(fmt::format("look at {} ({}): it holds {} live in {} blocks ({})", site.site, site.function,
-                                       B(site.bytes), site.blocks, category_name(site.category)));
+                                       format_bytes(site.bytes), site.blocks, category_name(site.category)));
     ++named;
   }
   if (a.trace.analyzed == 0) {
@@ -237,7 +229,7 @@ void uncertainties(const Snapshot& s, Analysis& a) {
   for (const Site& site : a.sites) {
     if (site.no_stack && site.bytes) {
       a.uncertainties.push_back(fmt::format("{} of live memory ({:.0f}%) in {} blocks has no stack: allocated before history was recorded, recorded without context, or from the backward pass without C++ frames",
-                                            B(site.bytes), site.percent, site.blocks));
+                                            format_bytes(site.bytes), site.percent, site.blocks));
     }
   }
   if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {

@@ -13,8 +13,6 @@
 namespace memsnap {
 namespace patterns_detail {
 
-std::string B(std::int64_t v) { return format_bytes(v); }
-std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
 
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 

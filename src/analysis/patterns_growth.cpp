@@ -17,8 +17,8 @@ bool icontains(std::string_view s, std::string_view part) {
 
 std::string growth_line(const SiteGrowth& g) {
   return fmt::format("{} ({}, {}): {} -> {} blocks, {} -> {} at the step boundaries (+{:.3g} block(s), +{} per step)", g.site,
-                     g.function, category_name(g.category), g.blocks_first, g.blocks_last, B(g.bytes_first), B(g.bytes_last),
-                     g.blocks_per_step(), B(g.bytes_per_step()));
+                     g.function, category_name(g.category), g.blocks_first, g.blocks_last, format_bytes(g.bytes_first), format_bytes(g.bytes_last),
+                     g.blocks_per_step(), format_bytes(g.bytes_per_step()));
 }
 
 bool has_loss_frame(const Snapshot& s, StackId stack) {
@@ -145,11 +145,11 @@ Pattern retained_graph_pattern(const RetainedGraph& r, const Steps& st, const st
   const std::string culprit = !r.accumulator_site.empty() ? r.accumulator_site : r.loss_site;
   p.summary = fmt::format("The autograd graph of every step stays alive: {} activation sites keep their blocks from step to step "
                           "(+{} per step over {} steps){}",
-                          act, B(r.bytes_per_step), r.intervals,
+                          act, format_bytes(r.bytes_per_step), r.intervals,
                           culprit.empty() ? "" : fmt::format(", held through the small per-step tensor at {}", culprit));
   p.evidence.push_back(steps_evidence(st, devices));
   if (live.size() >= 2) {
-    p.evidence.push_back(fmt::format("live memory at the step boundaries grew from {} to {}", B(live.front()), B(live.back())));
+    p.evidence.push_back(fmt::format("live memory at the step boundaries grew from {} to {}", format_bytes(live.front()), format_bytes(live.back())));
   }
   for (std::size_t i = 0; i < r.sites.size() && i < 6; ++i) p.evidence.push_back(growth_line(r.sites[i]));
   if (!r.loss_site.empty()) {
@@ -189,7 +189,7 @@ Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st,
   p.confidence = g.rises == g.intervals && g.intervals >= 5 ? "high" : "medium";
   p.summary = fmt::format("{} ({}) gains {:.3g} block(s) ({}) every step and never frees them: {} blocks, {} live at the last "
                           "step boundary, as when tensors are appended to a Python container",
-                          g.site, g.function, g.blocks_per_step(), B(g.bytes_per_step()), g.blocks_last, B(g.bytes_last));
+                          g.site, g.function, g.blocks_per_step(), format_bytes(g.bytes_per_step()), g.blocks_last, format_bytes(g.bytes_last));
   p.evidence.push_back(steps_evidence(st, devices));
   for (std::size_t i = 0; i < sites.size() && i < 5; ++i) {
     p.evidence.push_back(growth_line(sites[i]));
@@ -198,7 +198,7 @@ Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st,
   p.evidence.push_back(fmt::format("the block count rose in {} of {} steps and never fell", g.rises, g.intervals));
   for (const Site& site : live) {
     if (site.site == g.site) {
-      p.evidence.push_back(fmt::format("at the end of the snapshot {} holds {} blocks, {} live", g.site, site.blocks, B(site.bytes)));
+      p.evidence.push_back(fmt::format("at the end of the snapshot {} holds {} blocks, {} live", g.site, site.blocks, format_bytes(site.bytes)));
       break;
     }
   }

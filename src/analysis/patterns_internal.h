@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "analysis/patterns.h"
+#include "base/format_bytes.h"
 
 namespace memsnap::patterns_detail {
 
@@ -36,8 +37,6 @@ constexpr std::size_t kMinBursts = 2;
 constexpr std::size_t kModelStateSharePercent = 50;
 constexpr std::uint64_t kMinModelState = 512 * kMiB;
 
-std::string B(std::int64_t v);
-std::string B(std::uint64_t v);
 
 double pct(double part, double whole);
 

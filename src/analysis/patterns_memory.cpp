@@ -108,24 +108,24 @@ Pattern optimizer_pattern(const OptimizerSpike& o) {
   if (o.oom) {
     p.summary = fmt::format("The OOM happened inside optimizer.step() while it allocated optimizer state ({} live in {} blocks{}): "
                             "optimizer memory that does not fit is expected retention, not a leak",
-                            B(o.bytes), o.blocks, where);
+                            format_bytes(o.bytes), o.blocks, where);
   } else if (o.first_step_in_window) {
     p.summary = fmt::format("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) was allocated by the first "
                             "optimizer.step() and stays flat afterwards: expected retention, not a leak",
-                            B(o.bytes), o.percent_of_live, o.blocks, where);
+                            format_bytes(o.bytes), o.percent_of_live, o.blocks, where);
   } else {
     p.summary = fmt::format("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) predates the trace window and stays flat "
                             "over its {} optimizer steps: expected retention, not a leak",
-                            B(o.bytes), o.percent_of_live, o.blocks, where, o.optimizer_steps);
+                            format_bytes(o.bytes), o.percent_of_live, o.blocks, where, o.optimizer_steps);
   }
   if (o.first_step_in_window) {
     p.evidence.push_back(fmt::format("the first optimizer.step() in the window allocated {} under torch/optim that stays live; live "
                                      "memory went from {} to {} across it",
-                                     B(o.first_step_bytes), B(o.live_before), B(o.live_after)));
+                                     format_bytes(o.first_step_bytes), format_bytes(o.live_before), format_bytes(o.live_after)));
   }
   p.evidence.push_back(fmt::format("{} optimizer.step() calls in the window; the later ones added {} of lasting state",
-                                   o.optimizer_steps, B(o.later_bytes)));
-  p.evidence.push_back(fmt::format("optimizer state live at the end: {} in {} blocks ({:.0f}% of live memory)", B(o.bytes), o.blocks,
+                                   o.optimizer_steps, format_bytes(o.later_bytes)));
+  p.evidence.push_back(fmt::format("optimizer state live at the end: {} in {} blocks ({:.0f}% of live memory)", format_bytes(o.bytes), o.blocks,
                                    o.percent_of_live));
   if (o.oom) p.evidence.push_back("the failed allocation's stack is inside torch/optim (optimizer.step())");
   if (!o.site.empty()) p.sites.push_back(o.site);
@@ -262,11 +262,11 @@ Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom) {
   const std::string top = a.modules.empty() ? std::string("the largest modules") : a.modules.front().first;
   p.summary = fmt::format("Forward activations dominate the peak: {} ({:.0f}% of the {} peak) is live at the peak and freed in "
                           "backward (a sawtooth); checkpointing the modules called at {} trades that memory for recompute",
-                          B(a.freeable), pct(double(a.freeable), double(a.peak)), B(a.peak), top);
+                          format_bytes(a.freeable), pct(double(a.freeable), double(a.peak)), format_bytes(a.peak), top);
   p.evidence.push_back(fmt::format("at the peak (device {}): {} activation tensors, {}, all freed after the backward pass began",
-                                   a.device, a.tensors, B(a.freeable)));
+                                   a.device, a.tensors, format_bytes(a.freeable)));
   for (std::size_t i = 0; i < a.modules.size() && i < 4; ++i) {
-    p.evidence.push_back(fmt::format("activations of modules called at {}: {}", a.modules[i].first, B(a.modules[i].second)));
+    p.evidence.push_back(fmt::format("activations of modules called at {}: {}", a.modules[i].first, format_bytes(a.modules[i].second)));
   }
   if (a.steps) p.evidence.push_back(fmt::format("{} steps in the window, each rising in forward and falling in backward", a.steps));
   if (a.forward_us >= 0) {
@@ -279,7 +279,7 @@ Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom) {
   }
   p.fix.push_back(fmt::format("wrap the modules called at {} in torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False): "
                               "up to {} of activations need not stay live until backward",
-                              top, B(a.freeable)));
+                              top, format_bytes(a.freeable)));
   if (a.forward_us >= 0 && a.step_us > 0) {
     p.fix.push_back(fmt::format("recompute cost: one extra forward of the checkpointed modules in backward, at most ~{:.1f} ms per "
                                 "step (~{:.0f}% of the {:.1f} ms step)",

@@ -75,12 +75,12 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
   p.confidence = r.bursts >= 3 ? "high" : "medium";
   p.summary = fmt::format("Memory is freed in bursts: {} times, blocks allocated over as many as {} steps were freed together "
                           "({} blocks, {} in all), as when Python's garbage collector breaks reference cycles",
-                          r.bursts, r.max_steps_spanned, r.blocks, B(r.bytes));
+                          r.bursts, r.max_steps_spanned, r.blocks, format_bytes(r.bytes));
   p.evidence.push_back(steps_evidence(st, devices));
   p.evidence.push_back(fmt::format("{} bursts of back-to-back frees, each releasing >= {} blocks allocated in >= {} different steps", r.bursts,
                                    kBurstMinBlocks, kBurstMinSteps));
   for (std::size_t i = 0; i < r.sites.size() && i < 4; ++i) {
-    p.evidence.push_back(fmt::format("{} of them were allocated at {}", B(r.sites[i].second), r.sites[i].first));
+    p.evidence.push_back(fmt::format("{} of them were allocated at {}", format_bytes(r.sites[i].second), r.sites[i].first));
     p.sites.push_back(r.sites[i].first);
   }
   p.fix.push_back("call `from torch.utils.viz._cycles import warn_tensor_cycles; warn_tensor_cycles()` at start-up: it reports each "
@@ -94,7 +94,6 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
 
 }  // namespace patterns_detail
 
-using patterns_detail::B;
 using patterns_detail::path_has;
 using patterns_detail::pct;
 
@@ -155,21 +154,21 @@ Pattern replicated_gradients_pattern(const ModelState& m, std::size_t ranks, boo
   if (ranks > 1) {
     p.summary = fmt::format("Every one of the {} ranks holds full-size parameters, gradients and optimizer state ({}, {:.0f}% of live "
                             "memory): DDP replicates them; sharding them is the structural fix",
-                            ranks, B(m.total()), share);
+                            ranks, format_bytes(m.total()), share);
   } else {
     p.summary = fmt::format("DDP keeps full-size parameters, gradients and optimizer state on every rank: {} ({:.0f}% of live memory) "
                             "on this one; sharding them is the structural fix",
-                            B(m.total()), share);
+                            format_bytes(m.total()), share);
   }
-  p.evidence.push_back(fmt::format("parameters {}, gradients {}, optimizer state {}, DDP gradient buckets {}", B(m.parameters),
-                                   B(m.gradients), B(m.optimizer_state), B(m.ddp_buckets)));
+  p.evidence.push_back(fmt::format("parameters {}, gradients {}, optimizer state {}, DDP gradient buckets {}", format_bytes(m.parameters),
+                                   format_bytes(m.gradients), format_bytes(m.optimizer_state), format_bytes(m.ddp_buckets)));
   if (m.ddp_frames) p.evidence.push_back("DDP frames (torch/nn/parallel/distributed.py) in the live stacks; no FSDP or ZeRO frames");
   if (ranks > 1) p.evidence.push_back(fmt::format("the same sites and sizes on all {} ranks (within 2%)", ranks));
   p.fix.push_back("shard them with FSDP (torch.distributed.fsdp.fully_shard) or ZeRO (DeepSpeed stage 1-3): each rank then holds about "
                   "1/N of parameters, gradients and optimizer state");
   if (ranks > 1 && m.optimizer_state) {
     p.fix.push_back(fmt::format("ZeRO-1 alone (torch.distributed.optim.ZeroRedundancyOptimizer) saves about {} per rank with {} ranks",
-                                B(m.optimizer_state * (ranks - 1) / ranks), ranks));
+                                format_bytes(m.optimizer_state * (ranks - 1) / ranks), ranks));
   }
   return p;
 }

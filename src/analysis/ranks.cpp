@@ -27,7 +27,6 @@ constexpr std::int64_t kOutlierFloor = 64ll << 20;
 constexpr double kSameSize = 1.02;
 constexpr std::uint64_t kMinModelState = 512ull << 20;
 
-std::string B(std::int64_t v) { return format_bytes(v); }
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -76,13 +75,13 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
       if (x.metric > other.metric &&
           x.metric - other.metric > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
         outlier[i] = true;
-        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", label(r.metric), B(x.metric), B(other.metric), other.rank,
-                                "+", B(x.metric - other.metric));
+        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", label(r.metric), format_bytes(x.metric), format_bytes(other.metric), other.rank,
+                                "+", format_bytes(x.metric - other.metric));
       }
     } else if (dev > tol || -dev > tol) {
       outlier[i] = true;
-      reason[i] = fmt::format("{} {} against a median of {} ({}{})", label(r.metric), B(x.metric), B(r.median), dev > 0 ? "+" : "-",
-                              B(dev > 0 ? dev : -dev));
+      reason[i] = fmt::format("{} {} against a median of {} ({}{})", label(r.metric), format_bytes(x.metric), format_bytes(r.median), dev > 0 ? "+" : "-",
+                              format_bytes(dev > 0 ? dev : -dev));
     }
     if (x.oom_events > 0 && ooms * 2 < n) {
       reason[i] += fmt::format("{}{} OOM event(s) where most ranks have none", reason[i].empty() ? "" : "; ", x.oom_events);
@@ -175,7 +174,7 @@ std::string headline(const RankReport& r) {
       lo = std::min(lo, x.metric);
       hi = std::max(hi, x.metric);
     }
-    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), label(r.metric), B(lo), B(hi),
+    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), label(r.metric), format_bytes(lo), format_bytes(hi),
                        r.ranks[r.body].rank, body.headline);
   }
   std::vector<std::int64_t> ranks;
@@ -185,7 +184,7 @@ std::string headline(const RankReport& r) {
   if (!o.sites.empty()) {
     const DiffSite& s = o.sites.front();
     why = fmt::format("; {} ({}) explains {}{} of it against rank {}", s.site, s.function, s.delta_bytes > 0 ? "+" : "-",
-                      B(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
+                      format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
   }
   return fmt::format("Rank{} {} of {} stand{} out: rank {} has {}{}.", ranks.size() > 1 ? "s" : "", rank_list(ranks), r.ranks.size(),
                      ranks.size() > 1 ? "" : "s", o.rank, o.reason, why);
@@ -311,7 +310,7 @@ void apply_ranks(const RankReport& r, Analysis& body) {
   for (const RankOutlier& o : r.outliers) {
     for (const DiffSite& s : o.sites) {
       steps.push_back(fmt::format("rank {}: look at {} ({}): {}{} and {} blocks against rank {} ({})", o.rank, s.site, s.function,
-                                  s.delta_bytes > 0 ? "+" : "-", B(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes),
+                                  s.delta_bytes > 0 ? "+" : "-", format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes),
                                   fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), o.reference_rank,
                                   category_name(s.category)));
     }

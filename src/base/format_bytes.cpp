@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <fmt/format.h>
 
 namespace memsnap {
@@ -21,6 +22,11 @@ std::string format_bytes(std::int64_t bytes) {
   const char* sign = negative ? "-" : "";
   if (unit == 0) return fmt::format("{}{} B", sign, static_cast<long long>(value));
   return fmt::format("{}{:.2f} {}", sign, value, kUnits[unit]);
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  return format_bytes(static_cast<std::int64_t>(bytes > kMax ? kMax : bytes));
 }
 
 std::optional<std::uint64_t> parse_size(std::string_view text) {

@@ -140,8 +140,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   auto& ooms = j["trace"]["oom"];
   for (std::size_t i = 0; i < a.ooms.size() && i < ooms.size(); ++i) {
     const OomAnalysis& o = a.ooms[i];
-    const SiteChoice c = choose_site(s, o.event.stack);
-    if (c.found) ooms[i]["site"] = fmt::format("{}:{}", s.str(s.frames[c.frame].filename), s.frames[c.frame].line);
+    if (const std::string site = site_label(s, o.event.stack); !site.empty()) ooms[i]["site"] = site;
     ooms[i]["verdict"] = oom_verdict_name(o.verdict);
     ooms[i]["allocated_at_oom"] = o.at_oom.allocated;
     ooms[i]["reserved_at_oom"] = o.at_oom.reserved;

@@ -14,7 +14,6 @@ namespace {
 
 constexpr std::size_t kWidth = 80;
 
-std::string B(std::uint64_t v) { return format_bytes(static_cast<std::int64_t>(v)); }
 
 // Word-wraps `text` to kWidth, the first line after `first`, the rest indented by `indent`.
 std::string wrap(const std::string& text, const std::string& first, const std::string& indent) {
@@ -49,13 +48,13 @@ std::string package_relative(const std::string& frame) {
 
 void totals_section(std::string& out, const Totals& t) {
   auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<30}{}\n", label, value); };
-  line("reserved (segments)", B(t.reserved));
-  line("allocated (live tensors)", B(t.allocated));
-  line("active, awaiting free", B(t.pending_free));
-  line("inactive (cached, reusable)", B(t.inactive));
-  line("requested by live tensors", fmt::format("{} ({} lost to rounding)", B(t.requested),
+  line("reserved (segments)", format_bytes(t.reserved));
+  line("allocated (live tensors)", format_bytes(t.allocated));
+  line("active, awaiting free", format_bytes(t.pending_free));
+  line("inactive (cached, reusable)", format_bytes(t.inactive));
+  line("requested by live tensors", fmt::format("{} ({} lost to rounding)", format_bytes(t.requested),
                                                 format_bytes(static_cast<std::int64_t>(t.allocated) - static_cast<std::int64_t>(t.requested))));
-  line("largest inactive block", B(t.largest_inactive_block));
+  line("largest inactive block", format_bytes(t.largest_inactive_block));
   line("segments / blocks", fmt::format("{} / {}", t.segments, t.blocks));
   line("peak allocated (trace)", t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown (no trace history)");
   line("peak reserved (trace)", t.peak_reserved ? format_bytes(*t.peak_reserved) : "unknown (no trace history)");
@@ -68,7 +67,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
   }
   for (std::size_t i = 0; i < sites.size() && i < top; ++i) {
     const Site& s = sites[i];
-    out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, B(s.bytes), s.percent, s.blocks,
+    out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
                        s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function, "      at ", "         ");
@@ -86,7 +85,7 @@ void timeline_section(std::string& out, const Analysis& a) {
   for (const auto& t : a.timelines) {
     out += wrap(fmt::format("device {}: {} alloc/free pairs completed, {} frees of memory allocated before the "
                             "window, {} free requests still pending ({}), peak {} at event {} of {}",
-                            t.device, t.matched_frees, t.frees_before_window, t.pending_requests, B(t.pending_bytes),
+                            t.device, t.matched_frees, t.frees_before_window, t.pending_requests, format_bytes(t.pending_bytes),
                             t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", t.peak_index, t.events),
                 "  ", "    ");
     std::size_t shown = 0;
@@ -115,12 +114,12 @@ void timeline_section(std::string& out, const Analysis& a) {
   for (std::size_t k = 0; k < a.ooms.size(); ++k) {
     const OomAnalysis& o = a.ooms[k];
     out += wrap(fmt::format("OOM on device {}: {} requested, {} free on the device; verdict {}. {}", o.event.device,
-                            B(o.event.size), B(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
+                            format_bytes(o.event.size), format_bytes(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
                 "  ", "    ");
     if (k < a.sites_at_oom.size()) {
       const auto& sites = a.sites_at_oom[k];
       for (std::size_t i = 0; i < sites.size() && i < 3; ++i) {
-        out += fmt::format("    held then: {:>10}  {:5.1f}%  {}\n", B(sites[i].bytes), sites[i].percent,
+        out += fmt::format("    held then: {:>10}  {:5.1f}%  {}\n", format_bytes(sites[i].bytes), sites[i].percent,
                            sites[i].no_stack ? "[no stack recorded]" : sites[i].site + " (" + sites[i].function + ")");
       }
     }
@@ -129,7 +128,7 @@ void timeline_section(std::string& out, const Analysis& a) {
     out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
     for (std::size_t i = 0; i < a.sites_at_peak.size() && i < 5; ++i) {
       const Site& s = a.sites_at_peak[i];
-      out += fmt::format("    {:>10}  {:5.1f}%  {}\n", B(s.bytes), s.percent, s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
+      out += fmt::format("    {:>10}  {:5.1f}%  {}\n", format_bytes(s.bytes), s.percent, s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
     }
   }
 }
@@ -150,7 +149,7 @@ void diagnosis_section(std::string& out, const Analysis& a) {
 std::string text_report(const LoadedSnapshot& loaded, const Analysis& a) {
   std::string out;
   out += wrap(a.headline, "", "");
-  out += fmt::format("\n{} ({}, {})\n", loaded.input.path, format_name(loaded.input.format), B(loaded.input.bytes));
+  out += fmt::format("\n{} ({}, {})\n", loaded.input.path, format_name(loaded.input.format), format_bytes(loaded.input.bytes));
   out += "\nTotals\n";
   totals_section(out, a.totals.overall);
   if (a.totals.devices.size() > 1) {
@@ -199,9 +198,9 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
                           d.seconds_between ? fmt::format(", {:.1f} s apart", *d.seconds_between) : ""),
               "  ", "    ");
   auto delta = [](std::uint64_t a, std::uint64_t b) { return signed_bytes(static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a)); };
-  out += wrap(fmt::format("reserved {} ({}), allocated {} ({}), inactive {} ({})", B(d.after.reserved),
-                          delta(d.before.reserved, d.after.reserved), B(d.after.allocated),
-                          delta(d.before.allocated, d.after.allocated), B(d.after.inactive), delta(d.before.inactive, d.after.inactive)),
+  out += wrap(fmt::format("reserved {} ({}), allocated {} ({}), inactive {} ({})", format_bytes(d.after.reserved),
+                          delta(d.before.reserved, d.after.reserved), format_bytes(d.after.allocated),
+                          delta(d.before.allocated, d.after.allocated), format_bytes(d.after.inactive), delta(d.before.inactive, d.after.inactive)),
               "  ", "    ");
   std::size_t shown = 0;
   out += "  Sites by growth in live bytes:\n";
@@ -238,7 +237,7 @@ std::string ranks_text(const RankReport& r) {
       top = s.no_stack ? s.site : fmt::format("{}:{} ({:.0f}%)", file, s.line, s.percent);
     }
     out += fmt::format("  {:>4} {:>11} {:>11} {:>11} {:>11} {:>4}  {}{}\n", x.rank,
-                       t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", B(t.reserved), B(t.allocated), B(t.inactive),
+                       t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", format_bytes(t.reserved), format_bytes(t.allocated), format_bytes(t.inactive),
                        x.oom_events, outlier ? "* " : "", top);
   }
   if (r.outliers.empty()) {
