@@ -22,7 +22,7 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
 }
 
 LayoutReplay::LayoutReplay(const Snapshot& s, std::int64_t device) {
-  static const std::vector<TraceEvent> kNone;
+  static const TraceEvents kNone;
   const bool has_trace = device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size();
   events_ = has_trace ? &s.device_traces[static_cast<std::size_t>(device)].events : &kNone;
   cursor_ = events_->size();

@@ -71,7 +71,7 @@ class LayoutReplay {
   void insert_range(std::uint64_t addr, const Range& r);
   void carve(std::uint64_t begin, std::uint64_t end);
 
-  const std::vector<TraceEvent>* events_ = nullptr;
+  const TraceEvents* events_ = nullptr;
   std::size_t cursor_ = 0;  // events [cursor_, size) are undone
   std::map<std::uint64_t, Range> final_;  // the final segments, for the pool of restored ranges
   std::map<std::uint64_t, Range> segs_;

@@ -23,8 +23,8 @@ bool path_has(std::string_view file, std::string_view part) {
   return file.find(alt) != std::string_view::npos;
 }
 
-const std::vector<TraceEvent>& events_of(const Snapshot& s, std::int64_t device) {
-  static const std::vector<TraceEvent> kNone;
+const TraceEvents& events_of(const Snapshot& s, std::int64_t device) {
+  static const TraceEvents kNone;
   if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return kNone;
   return s.device_traces[static_cast<std::size_t>(device)].events;
 }

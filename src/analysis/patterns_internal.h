@@ -44,7 +44,7 @@ double pct(double part, double whole);
 bool path_has(std::string_view file, std::string_view part);
 
 // The trace events of a device (none for a device without a trace).
-const std::vector<TraceEvent>& events_of(const Snapshot& s, std::int64_t device);
+const TraceEvents& events_of(const Snapshot& s, std::int64_t device);
 
 // categorize_stack, memoized per stack.
 class CategoryMemo {

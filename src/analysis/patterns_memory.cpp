@@ -18,7 +18,7 @@ struct OptimizerRun {
   std::size_t first = 0, last = 0;  // event indices of its first and last optimizer allocation
 };
 
-std::vector<OptimizerRun> optimizer_runs(const Snapshot& s, const std::vector<TraceEvent>& events,
+std::vector<OptimizerRun> optimizer_runs(const Snapshot& s, const TraceEvents& events,
                                          std::unordered_map<StackId, bool>& memo) {
   std::vector<OptimizerRun> runs;
   std::size_t others = 0;
@@ -174,7 +174,7 @@ std::vector<CallSite> module_call_sites(const Snapshot& s, StackId stack) {
   return out;
 }
 
-std::int64_t median_step_us(const Steps& st, const std::vector<TraceEvent>& events) {
+std::int64_t median_step_us(const Steps& st, const TraceEvents& events) {
   std::vector<std::int64_t> d;
   for (std::size_t j = 0; j + 1 < st.boundaries.size(); ++j) {
     const std::size_t a = st.boundaries[j], b = st.boundaries[j + 1];

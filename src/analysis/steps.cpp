@@ -93,7 +93,7 @@ bool from_annotations(const DeviceTimeline& t, Steps& out) {
 
 // Runs of allocations under torch/optim: each run is one optimizer.step(); a run ends when at least
 // three other allocations follow.
-bool from_optimizer_allocations(const Snapshot& s, const std::vector<TraceEvent>& events, Steps& out) {
+bool from_optimizer_allocations(const Snapshot& s, const TraceEvents& events, Steps& out) {
   std::unordered_map<StackId, bool> memo;
   std::vector<std::size_t> starts;
   std::size_t others = 0;
@@ -121,7 +121,7 @@ bool from_optimizer_allocations(const Snapshot& s, const std::vector<TraceEvent>
 // True when every allocation between two event indices runs inside one module call: a frame
 // common to all their stacks is a forward (or nn.Module call plumbing). When most periods are
 // like that, the repeating unit is a layer of a forward pass, not a training step.
-bool inside_one_module_call(const Snapshot& s, const std::vector<TraceEvent>& events, std::size_t begin, std::size_t end) {
+bool inside_one_module_call(const Snapshot& s, const TraceEvents& events, std::size_t begin, std::size_t end) {
   std::unordered_map<FrameId, bool> common;  // frame -> still common
   bool first = true;
   std::unordered_map<StackId, bool> seen;
@@ -153,7 +153,7 @@ bool inside_one_module_call(const Snapshot& s, const std::vector<TraceEvent>& ev
 // The period of the allocation-stack sequence. A stack allocated at regular gaps (80% of its gaps
 // within 10% of the median) votes for that period; the period with the most votes wins if the
 // steps it implies cover most of the window and free memory (loading loops never free).
-bool from_period(const Snapshot& s, const std::vector<TraceEvent>& events, Steps& out) {
+bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
   std::vector<std::size_t> alloc_events;
   std::unordered_map<StackId, std::vector<std::uint32_t>> positions;
   for (std::size_t k = 0; k < events.size(); ++k) {

@@ -35,7 +35,7 @@ EndState end_state(const Snapshot& s, std::int64_t device) {
   return st;
 }
 
-void fill_curve(DeviceTimeline& t, const std::vector<TraceEvent>& events) {
+void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
   t.curve.assign(events.size() + 1, 0);
   t.curve[events.size()] = t.end_live;
   for (std::size_t k = events.size(); k-- > 0;) t.curve[k] = t.curve[k + 1] - delta(events[k]);
@@ -52,7 +52,7 @@ void fill_curve(DeviceTimeline& t, const std::vector<TraceEvent>& events) {
 // `indices` must be descending; result[i] holds what was live before event indices[i]. A freed
 // block is attributed to the stack that allocated it when that alloc is in the window (with
 // context="all" a free carries the stack of the free itself), else to the free's stack.
-std::vector<std::vector<LiveItem>> live_sets(const std::vector<TraceEvent>& events, const DeviceTimeline& t, EndState st,
+std::vector<std::vector<LiveItem>> live_sets(const TraceEvents& events, const DeviceTimeline& t, EndState st,
                                              const std::vector<std::size_t>& indices) {
   std::vector<std::vector<LiveItem>> out;
   std::size_t k = events.size();
@@ -75,7 +75,7 @@ std::vector<std::vector<LiveItem>> live_sets(const std::vector<TraceEvent>& even
 
 // Pairs each free_completed with the open alloc of its address (nearest in time), and records
 // the allocating stack of every matched free for the live-set replays.
-void pair_frees(DeviceTimeline& t, const std::vector<TraceEvent>& events, const EndState& st) {
+void pair_frees(DeviceTimeline& t, const TraceEvents& events, const EndState& st) {
   AddressMap<StackId> open;
   AddressMap<const TraceEvent*> requested;
   t.free_alloc_stacks.assign(events.size(), kUnmatched);
@@ -109,7 +109,7 @@ void pair_frees(DeviceTimeline& t, const std::vector<TraceEvent>& events, const 
   t.pending_streams.assign(streams.begin(), streams.end());
 }
 
-void mark_steps(DeviceTimeline& t, const Snapshot& s, const std::vector<TraceEvent>& events) {
+void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
   for (const Annotation& a : s.annotations) {
     if (a.device != t.device && a.device != -1) continue;
     const auto it = std::lower_bound(events.begin(), events.end(), a.time_us,

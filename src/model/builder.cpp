@@ -183,22 +183,27 @@ void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {
   ++snap_.unknown_keys[fmt::format("{}.{}", object, key)];
 }
 
+TraceField SnapshotBuilder::trace_field(std::string_view k) {
+  if (k == "action") return TraceField::Action;
+  if (k == "addr" || k == "device_free") return TraceField::Addr;
+  if (k == "size") return TraceField::Size;
+  if (k == "stream") return TraceField::Stream;
+  if (k == "time_us") return TraceField::Time;
+  if (k == "frames") return TraceField::Frames;
+  if (k == "compile_context" || k == "user_metadata" || k == "internal_metadata" || k == "pool_id" ||
+      k == "forward_frames" || k == "category") {
+    return TraceField::Ignored;
+  }
+  return TraceField::Unknown;
+}
+
 // Trace-entry keys by identity: PyTorch files repeat the same memoized key strings, so the
 // string's address decides without comparing bytes; a miss compares and refills the slot.
-SnapshotBuilder::TraceKey SnapshotBuilder::trace_key(const Value& key) {
-  if (key.kind != Kind::Str) return TraceKey::Unknown;
+TraceField SnapshotBuilder::trace_key(const Value& key) {
+  if (key.kind != Kind::Str) return TraceField::Unknown;
   KeyCacheEntry& slot = key_cache_[(reinterpret_cast<std::uintptr_t>(key.s) >> 3) & 63];
   if (slot.data == key.s && slot.size == key.aux) return slot.key;
-  const std::string_view k = key.str();
-  TraceKey id = TraceKey::Unknown;
-  if (k == "action") id = TraceKey::Action;
-  else if (k == "addr" || k == "device_free") id = TraceKey::Addr;
-  else if (k == "size") id = TraceKey::Size;
-  else if (k == "stream") id = TraceKey::Stream;
-  else if (k == "time_us") id = TraceKey::Time;
-  else if (k == "frames") id = TraceKey::Frames;
-  else if (k == "compile_context" || k == "user_metadata" || k == "internal_metadata" || k == "pool_id" ||
-           k == "forward_frames" || k == "category") id = TraceKey::Ignored;
+  const TraceField id = trace_field(key.str());
   slot = {key.s, key.aux, id};
   return id;
 }
@@ -221,41 +226,52 @@ void SnapshotBuilder::trace_entry(std::size_t device, const Value& entry, const 
   trace_entry_fields(device, pairs_.data(), pairs_.size() & ~std::size_t(1), doc);
 }
 
+// Checks each field's type (the typed fast path only passes entries that would pass these
+// checks) and counts unknown keys.
 void SnapshotBuilder::trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) {
-  DeviceTrace& trace = trace_for(device);
-  TraceEvent e;
+  TraceFields f;
   for (std::size_t k = 0; k + 1 < count; k += 2) {
     const Value& v = pairs[k + 1];
-    // Entries repeat their keys in the same order: the key at this position is usually the
-    // very string seen at this position last time.
-    KeyCacheEntry& seen = key_by_position_[(k / 2) % kKeyPositions];
-    TraceKey key;
-    if (pairs[k].kind == Kind::Str && seen.data == pairs[k].s && seen.size == pairs[k].aux) {
-      key = seen.key;
-    } else {
-      key = trace_key(pairs[k]);
-      if (pairs[k].kind == Kind::Str) seen = {pairs[k].s, pairs[k].aux, key};
-    }
-    switch (key) {
-      case TraceKey::Action:
+    switch (trace_key(pairs[k])) {
+      case TraceField::Action:
         if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
-        e.action = action_of(v);
-        if (e.action == Action::Unknown) ++snap_.unknown_actions[std::string(v.str())];
+        f.action = v;
         break;
-      case TraceKey::Addr: e.addr = static_cast<std::uint64_t>(as_int(v, "a trace entry's addr")); break;
-      case TraceKey::Size: e.size = as_size(v, "a trace entry's size"); break;
-      case TraceKey::Stream: e.stream = as_int(v, "a trace entry's stream"); break;
-      case TraceKey::Time:
-        e.time_us = as_int(v, "a trace entry's time_us");
-        e.has_time = true;
+      case TraceField::Addr: f.addr = static_cast<std::uint64_t>(as_int(v, "a trace entry's addr")); break;
+      case TraceField::Size: f.size = as_size(v, "a trace entry's size"); break;
+      case TraceField::Stream: f.stream = as_int(v, "a trace entry's stream"); break;
+      case TraceField::Time:
+        f.time_us = as_int(v, "a trace entry's time_us");
+        f.has_time = true;
         break;
-      case TraceKey::Frames: e.stack = stack_of(v, doc, "a trace entry's frames"); break;
-      case TraceKey::Ignored: break;
-      case TraceKey::Unknown:
+      case TraceField::Frames: f.frames = v; break;
+      case TraceField::Ignored: break;
+      case TraceField::Unknown:
         count_unknown("trace_entry", pairs[k].kind == Kind::Str ? pairs[k].str() : std::string_view("<non-str key>"));
         break;
     }
   }
+  trace_fields(device, f, doc);
+}
+
+void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, const Document& doc) {
+  TraceEvent e;
+  if (f.action.kind == Kind::Str) {
+    e.action = action_of(f.action);
+    if (e.action == Action::Unknown) ++snap_.unknown_actions[std::string(f.action.str())];
+  }
+  e.addr = f.addr;
+  e.size = f.size;
+  e.stream = f.stream;
+  e.time_us = f.time_us;
+  e.has_time = f.has_time;
+  e.stack = stack_of(f.frames, doc, "a trace entry's frames");
+  add_event(device, e);
+}
+
+// Keeps the newest max_trace_events events per device (a ring once full).
+void SnapshotBuilder::add_event(std::size_t device, const TraceEvent& e) {
+  DeviceTrace& trace = trace_for(device);
   ++trace.total;
   if (trace.events.size() < max_events_) {
     trace.events.push_back(e);

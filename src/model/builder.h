@@ -19,6 +19,8 @@ class SnapshotBuilder final : public TraceEntrySink {
 
   void trace_entry(std::size_t device, const Value& entry, const Document& doc) override;
   void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) override;
+  TraceField trace_field(std::string_view key) override;
+  void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) override;
   Value intern_stack(const Value* frames, std::size_t count, const Document& doc) override;
   std::optional<Value> converted(std::uint64_t index) override;
   void released(std::uint64_t first) override;
@@ -56,16 +58,14 @@ class SnapshotBuilder final : public TraceEntrySink {
   void read_annotations(const Value& list, const Document& doc);
   DeviceTrace& trace_for(std::size_t device);
   void count_unknown(const char* object, std::string_view key);
-  enum class TraceKey : std::uint8_t { Action, Addr, Size, Stream, Time, Frames, Ignored, Unknown };
-  TraceKey trace_key(const Value& key);
+  TraceField trace_key(const Value& key);
+  void add_event(std::size_t device, const TraceEvent& event);
   struct KeyCacheEntry {
     const char* data = nullptr;
     std::uint32_t size = 0;
-    TraceKey key = TraceKey::Unknown;
+    TraceField key = TraceField::Unknown;
   };
   KeyCacheEntry key_cache_[64];
-  static constexpr std::size_t kKeyPositions = 16;
-  KeyCacheEntry key_by_position_[kKeyPositions];
   std::vector<Value> pairs_;
   struct ActionCacheEntry {
     const char* data = nullptr;

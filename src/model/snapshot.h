@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/big_vector.h"
+
 namespace memsnap {
 
 using StrId = std::uint32_t;
@@ -78,8 +80,10 @@ struct TraceEvent {
   bool has_time = false;
 };
 
+using TraceEvents = BigVector<TraceEvent>;
+
 struct DeviceTrace {
-  std::vector<TraceEvent> events;  // chronological, at most max_trace_events
+  TraceEvents events;  // chronological, at most max_trace_events
   std::uint64_t total = 0;         // entries in the file for this device
   std::uint64_t dropped = 0;       // oldest entries not kept (--max-trace-events)
 };

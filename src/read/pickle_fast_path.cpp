@@ -290,16 +290,173 @@ bool PickleVm::fast_entry() {
   return true;
 }
 
+// ---- typed fast path ----
+// Nearly every entry has PyTorch's exact shape: memo-referenced keys in a fixed order, small
+// ints, a memoized action str, a memo-referenced (or new) frames list. typed_entry decodes such
+// an entry straight into TraceFields: keys are recognised by memo index and position, ints are
+// read in place, and nothing is built for the values memsnap ignores beyond what the memo needs.
+// Anything else (an unknown key, a value of another type, a negative size) gives up before the
+// sink sees anything, and fast_entry or the generic path reports it properly.
+
+TraceField PickleVm::field_at(std::size_t position, std::uint64_t memo_index) {
+  KeySlot& slot = key_slots_[position % kKeySlots];
+  if (slot.memo_index == memo_index && slot.generation == memo_.generation()) return slot.field;
+  if (memo_index >= memo_.size() || memo_[memo_index].kind != Kind::Str) return TraceField::Unknown;
+  const TraceField field = sink_->trace_field(memo_[memo_index].str());
+  slot = {memo_index, memo_.generation(), field};
+  return field;
+}
+
+namespace {
+
+// BININT1, BININT2, BININT or LONG1 of at most 8 bytes at d (10 readable bytes); false otherwise.
+inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
+  switch (d[0]) {
+    case 'K': out = d[1]; p += 2; return true;
+    case 'M': out = d[1] | d[2] << 8; p += 3; return true;
+    case 'J': {
+      std::int32_t v;
+      std::memcpy(&v, d + 1, 4);
+      out = v;
+      p += 5;
+      return true;
+    }
+    case 0x8a: {
+      const std::size_t n = d[1];
+      if (n > 8) return false;
+      std::uint64_t v;
+      std::memcpy(&v, d + 2, 8);
+      if (n == 0) v = 0;
+      else if (n < 8) {
+        v &= (std::uint64_t(1) << (8 * n)) - 1;
+        if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
+      }
+      out = static_cast<std::int64_t>(v);
+      p += 2 + n;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
+template <bool kFrames>
+bool PickleVm::typed_entry_fields(std::size_t& p, TraceFields& f) {
+  if (!fast_memo<kFrames>(p, Value::released())) return false;
+  skip_frames<kFrames>(p);
+  if (p >= fast_limit_ || data_[p] != '(') return false;
+  ++p;
+  for (std::size_t position = 0;; ++position) {
+    skip_frames<kFrames>(p);
+    if (p + 10 > fast_limit_) return false;  // every fixed-size opcode fits in 10 bytes
+    const std::uint8_t* d = data_ + p;
+    std::uint64_t index;
+    if (d[0] == 'h') {
+      index = d[1];
+      p += 2;
+    } else if (d[0] == 'j') {
+      std::uint32_t u;
+      std::memcpy(&u, d + 1, 4);
+      index = u;
+      p += 5;
+    } else if (d[0] == 'u') {
+      ++p;
+      break;
+    } else {
+      return false;
+    }
+    const TraceField field = field_at(position, index);
+    skip_frames<kFrames>(p);
+    if (p + 10 > fast_limit_) return false;
+    d = data_ + p;
+    std::int64_t n;
+    switch (field) {
+      case TraceField::Addr:
+        if (!read_small_int(d, p, n)) return false;
+        f.addr = static_cast<std::uint64_t>(n);
+        break;
+      case TraceField::Size:
+        if (!read_small_int(d, p, n) || n < 0) return false;
+        f.size = static_cast<std::uint64_t>(n);
+        break;
+      case TraceField::Stream:
+        if (!read_small_int(d, p, f.stream)) return false;
+        break;
+      case TraceField::Time:
+        if (!read_small_int(d, p, f.time_us)) return false;
+        f.has_time = true;
+        break;
+      case TraceField::Action:
+        if (!fast_value<kFrames>(p, f.action, false) || f.action.kind != Kind::Str) return false;
+        break;
+      case TraceField::Frames:
+        if (!fast_value<kFrames>(p, f.frames, false)) return false;
+        if (f.frames.kind != Kind::Interned && f.frames.kind != Kind::List && f.frames.kind != Kind::Tuple &&
+            f.frames.kind != Kind::None) {
+          return false;
+        }
+        break;
+      case TraceField::Ignored: {
+        Value ignored;
+        if (!fast_value<kFrames>(p, ignored)) return false;
+        break;
+      }
+      case TraceField::Unknown: return false;
+    }
+  }
+  // The finished dict must not be used by what follows (it is never on the stack).
+  std::size_t q = p;
+  skip_frames<kFrames>(q);
+  return q < fast_limit_ && (data_[q] == '}' || data_[q] == 'e');
+}
+
+template <bool kFrames>
+bool PickleVm::typed_entry() {
+  const std::size_t memo_before = memo_.size();
+  std::size_t p = pos_;
+  TraceFields fields;
+  if (!typed_entry_fields<kFrames>(p, fields)) {
+    memo_.resize(memo_before);
+    return false;
+  }
+  released_any_ = true;
+  pos_ = p;
+  sink_->trace_fields(static_cast<std::size_t>(marks_.back().device), fields, doc_);
+  ++info_.streamed_entries;
+  return true;
+}
+
 // Decodes the entry inside the current frame without FRAME checks when it can (nearly always),
-// else with them.
+// else with them; the typed path first, then the key/value one.
 bool PickleVm::try_fast_entry() {
   const bool frameless = info_.protocol < 4 || pos_ < frame_end_;
   if (frameless) {
     fast_limit_ = info_.protocol < 4 ? size_ : frame_end_;
-    if (fast_entry<false>()) return true;
+    if (typed_entry<false>() || fast_entry<false>()) return true;
   }
   fast_limit_ = size_;
-  return fast_entry<true>();
+  return typed_entry<true>() || fast_entry<true>();
+}
+
+// After one fast entry the rest of the batch usually follows: take the entries in a loop rather
+// than one dispatch each. Stops at the first byte that is not a new dict (APPENDS, usually) and
+// at an entry the fast paths cannot take, which then goes the generic way.
+void PickleVm::continue_fast_entries() {
+  for (;;) {
+    std::size_t p = pos_;
+    if (p < size_ && data_[p] == 0x95) skip_frames_slow(p);
+    if (p >= size_ || data_[p] != '}') return;
+    pos_ = p;
+    maybe_drop_pages();
+    op_pos_ = p;
+    op_ = '}';
+    pos_ = p + 1;
+    if (!try_fast_entry()) {
+      push(doc_.new_container(Kind::Dict));
+      return;
+    }
+  }
 }
 
 }  // namespace memsnap::pickle_vm

@@ -55,6 +55,8 @@ namespace pickle_vm {
 void PickleVm::drop_consumed_pages() {
   constexpr std::size_t kStep = kDropStep;
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  next_drop_ = pos_ + kStep;
+  if (pos_ < kStep / 2) return;
   const std::size_t keep_from = (pos_ - kStep / 2) / page * page;
   if (keep_from > dropped_upto_) {
     madvise(const_cast<std::uint8_t*>(data_) + dropped_upto_, keep_from - dropped_upto_, MADV_DONTNEED);
@@ -152,13 +154,10 @@ PickleInfo PickleVm::run() {
   if (size_ < 2 || data_[0] != 0x80) {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
-  std::size_t next_drop = kDropStep;
+  next_drop_ = kDropStep;
   while (!stopped_) {
     if (pos_ >= size_) truncated();
-    if (drop_pages_ && pos_ >= next_drop) {
-      drop_consumed_pages();
-      next_drop = pos_ + kDropStep;
-    }
+    maybe_drop_pages();
     op_pos_ = pos_;
     op_ = data_[pos_++];
     dispatch();
@@ -202,7 +201,10 @@ void PickleVm::dispatch() {
       return;
     }
     case '}':
-      if (fast_path_open() && try_fast_entry()) return;
+      if (fast_path_open() && try_fast_entry()) {
+        continue_fast_entries();
+        return;
+      }
       push(doc_.new_container(Kind::Dict));
       return;
     case ']': push(doc_.new_container(Kind::List)); return;

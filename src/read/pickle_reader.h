@@ -5,10 +5,25 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "read/value.h"
 
 namespace memsnap {
+
+// The fields memsnap keeps from a trace entry, as named by its keys.
+enum class TraceField : std::uint8_t { Action, Addr, Size, Stream, Time, Frames, Ignored, Unknown };
+
+// One trace entry decoded by the reader's typed fast path: the values of the fields above.
+struct TraceFields {
+  Value action;                // a str, or None when the entry has no action
+  Value frames;                // as read: a stack the sink converted, a list, or None
+  std::uint64_t addr = 0;      // addr (or device_free for oom)
+  std::uint64_t size = 0;
+  std::int64_t stream = 0;
+  std::int64_t time_us = 0;
+  bool has_time = false;
+};
 
 // Receives device_traces[d] entries while the file is being read, so that the bulk of a snapshot
 // never has to sit in the value arena at once. Implemented by the snapshot builder.
@@ -20,6 +35,11 @@ class TraceEntrySink {
   // The same entry given as its key/value pairs (pairs[2k] key, pairs[2k+1] value), as the
   // reader's fast path decodes it without building the dict.
   virtual void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) = 0;
+  // What a trace-entry key means (called once per distinct key string and position; Unknown
+  // makes the reader hand the entry over as pairs so the key can be counted).
+  virtual TraceField trace_field(std::string_view key) = 0;
+  // The same entry decoded straight into its fields (PyTorch's usual shape, nearly every entry).
+  virtual void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) = 0;
   // Interns a stack from its frame values (frame dicts or values this sink converted before) and
   // returns the value the memo should hold for the list.
   virtual Value intern_stack(const Value* frames, std::size_t count, const Document& doc) = 0;

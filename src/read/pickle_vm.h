@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/big_vector.h"
 #include "base/error.h"
 #include "base/limits.h"
 #include "read/pickle_reader.h"
@@ -34,8 +35,18 @@ class Memo {
   std::size_t size() const { return slots_.size(); }
   const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
   void push_back(const Value& v) { slots_.push_back(store(v)); }
-  void set(std::size_t i, const Value& v) { slots_[i] = store(v); }
-  void resize(std::size_t n) { slots_.resize(n, 0); }
+  void push_released() { slots_.push_back(0); }
+  void set(std::size_t i, const Value& v) {
+    if (values_[slots_[i]].kind == Kind::Str) ++generation_;
+    slots_[i] = store(v);
+  }
+  void resize(std::size_t n) {
+    if (n < slots_.size()) ++generation_;
+    slots_.resize(n, 0);
+  }
+  // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
+  // strs at given indices mean stays valid while it is unchanged.
+  std::uint64_t generation() const { return generation_; }
 
  private:
   std::uint32_t store(const Value& v) {
@@ -57,9 +68,10 @@ class Memo {
     values_.push_back(v);
     return static_cast<std::uint32_t>(values_.size() - 1);
   }
-  std::vector<std::uint32_t> slots_;
+  BigVector<std::uint32_t> slots_;
   std::vector<Value> values_;
   std::uint32_t short_strings_[256] = {};
+  std::uint64_t generation_ = 0;
 };
 
 class PickleVm {
@@ -170,6 +182,12 @@ class PickleVm {
   }
   void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
   bool try_fast_entry();
+  void continue_fast_entries();
+  template <bool kFrames>
+  bool typed_entry();
+  template <bool kFrames>
+  bool typed_entry_fields(std::size_t& p, TraceFields& fields);
+  TraceField field_at(std::size_t position, std::uint64_t memo_index);
   template <bool kFrames>
   bool fast_entry();
   template <bool kFrames>
@@ -200,6 +218,14 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   std::vector<Value> fast_frames_;
+  // What the key at each position of a trace entry meant last time, by memo index.
+  struct KeySlot {
+    std::uint64_t memo_index = ~std::uint64_t(0);
+    std::uint64_t generation = 0;
+    TraceField field = TraceField::Unknown;
+  };
+  static constexpr std::size_t kKeySlots = 16;
+  KeySlot key_slots_[kKeySlots];
   std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
   std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
   PickleInfo info_;
@@ -207,7 +233,11 @@ class PickleVm {
   bool released_any_ = false;
   bool drop_pages_ = false;
   std::size_t dropped_upto_ = 0;
+  std::size_t next_drop_ = 0;
   void drop_consumed_pages();
+  void maybe_drop_pages() {
+    if (drop_pages_ && pos_ >= next_drop_) drop_consumed_pages();
+  }
 };
 
 }  // namespace memsnap::pickle_vm

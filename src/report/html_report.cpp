@@ -83,8 +83,8 @@ class SiteTable {
   ojson out_ = ojson::array();
 };
 
-const std::vector<TraceEvent>& events_of(const Snapshot& s, std::int64_t device) {
-  static const std::vector<TraceEvent> kEmpty;
+const TraceEvents& events_of(const Snapshot& s, std::int64_t device) {
+  static const TraceEvents kEmpty;
   if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return kEmpty;
   return s.device_traces[static_cast<std::size_t>(device)].events;
 }
@@ -105,14 +105,14 @@ bool has_time_axis(const Snapshot& s, const std::vector<DeviceTimeline>& timelin
 }
 
 // Time of the state after the first k events (the first event's time for k = 0).
-std::int64_t time_at(const std::vector<TraceEvent>& events, std::size_t k) {
+std::int64_t time_at(const TraceEvents& events, std::size_t k) {
   if (events.empty()) return 0;
   const std::size_t i = std::min(k, events.size());
   return events[i == 0 ? 0 : i - 1].time_us;
 }
 
 // Reserved bytes after each event, walked backwards from the final reserved bytes.
-std::vector<std::int64_t> reserved_curve(const std::vector<TraceEvent>& events, std::int64_t end_reserved) {
+std::vector<std::int64_t> reserved_curve(const TraceEvents& events, std::int64_t end_reserved) {
   std::vector<std::int64_t> r(events.size() + 1);
   r[events.size()] = end_reserved;
   for (std::size_t k = events.size(); k-- > 0;) {
@@ -131,7 +131,7 @@ std::size_t argmax(const std::vector<std::int64_t>& v) {
 }
 
 // x values (event index, and microseconds since t0 on a time axis) of kept indices.
-void put_x(ojson& j, const std::vector<std::size_t>& idx, const std::vector<TraceEvent>& events, bool timed,
+void put_x(ojson& j, const std::vector<std::size_t>& idx, const TraceEvents& events, bool timed,
            std::int64_t t0) {
   j["index"] = idx;
   if (!timed) return;
@@ -141,7 +141,7 @@ void put_x(ojson& j, const std::vector<std::size_t>& idx, const std::vector<Trac
   j["t_us"] = t;
 }
 
-ojson marker(std::size_t k, const std::vector<TraceEvent>& events, bool timed, std::int64_t t0) {
+ojson marker(std::size_t k, const TraceEvents& events, bool timed, std::int64_t t0) {
   ojson m;
   m["index"] = k;
   if (timed) m["t_us"] = time_at(events, k) - t0;
@@ -150,7 +150,7 @@ ojson marker(std::size_t k, const std::vector<TraceEvent>& events, bool timed, s
 
 // Step marks (external_annotations). Beyond `max`, every k-th annotation name is kept with all its
 // stages, so a step's START and END stay together.
-ojson step_markers(const DeviceTimeline& t, const std::vector<TraceEvent>& events, bool timed, std::int64_t t0,
+ojson step_markers(const DeviceTimeline& t, const TraceEvents& events, bool timed, std::int64_t t0,
                    std::size_t max) {
   std::unordered_map<std::string_view, std::size_t> ordinal;  // name -> order of first appearance
   for (const StepMark& m : t.steps) ordinal.emplace(m.name, ordinal.size());
@@ -169,7 +169,7 @@ ojson step_markers(const DeviceTimeline& t, const std::vector<TraceEvent>& event
 
 // Live requested bytes per site over the window, for the top sites by their largest live total
 // (plus the site that grew most), sampled at the downsampled points of the allocated curve.
-ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const std::vector<TraceEvent>& events, SiteTable& sites,
+ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites,
                     const HtmlOptions& o, bool timed, std::int64_t t0) {
   const std::size_t n = events.size();
   std::vector<std::uint32_t> ev_site(n, kNone);

@@ -1,0 +1,156 @@
+// BigVector<T>: a vector for large arrays of trivially copyable values (the trace events, the
+// pickle memo). It maps its own memory, asks for transparent huge pages (one page fault per
+// 2 MiB instead of per 4 KiB) and grows with mremap, which moves page tables instead of copying
+// the elements. Small arrays pay only address space, never touched memory.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <initializer_list>
+#include <iterator>
+#include <new>
+#include <type_traits>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMSNAP_BIG_VECTOR_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMSNAP_BIG_VECTOR_ASAN 1
+#endif
+#ifdef MEMSNAP_BIG_VECTOR_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace memsnap {
+
+namespace big_vector_detail {
+void* map_bytes(std::size_t bytes);                                    // throws std::bad_alloc
+void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes);  // throws std::bad_alloc
+void unmap_bytes(void* p, std::size_t bytes) noexcept;
+std::size_t round_to_mapping(std::size_t bytes);  // a multiple of 2 MiB, at least 2 MiB
+}  // namespace big_vector_detail
+
+template <typename T>
+class BigVector {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  using value_type = T;
+  using size_type = std::size_t;
+  using iterator = T*;
+  using const_iterator = const T*;
+  using reverse_iterator = std::reverse_iterator<T*>;
+  using const_reverse_iterator = std::reverse_iterator<const T*>;
+
+  BigVector() = default;
+  BigVector(std::initializer_list<T> items) { append(items.begin(), items.size()); }
+  BigVector(const BigVector& other) { append(other.data_, other.size_); }
+  BigVector(BigVector&& other) noexcept { swap(other); }
+  BigVector& operator=(const BigVector& other) {
+    if (this != &other) {
+      clear();
+      append(other.data_, other.size_);
+    }
+    return *this;
+  }
+  BigVector& operator=(BigVector&& other) noexcept {
+    BigVector tmp(std::move(other));
+    swap(tmp);
+    return *this;
+  }
+  ~BigVector() {
+    if (!data_) return;
+    unpoison_all();
+    big_vector_detail::unmap_bytes(data_, mapped_);
+  }
+  void swap(BigVector& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+    std::swap(mapped_, other.mapped_);
+  }
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::size_t capacity() const { return capacity_; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  T& front() { return data_[0]; }
+  const T& front() const { return data_[0]; }
+  T& back() { return data_[size_ - 1]; }
+  const T& back() const { return data_[size_ - 1]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  reverse_iterator rbegin() { return reverse_iterator(end()); }
+  reverse_iterator rend() { return reverse_iterator(begin()); }
+  const_reverse_iterator rbegin() const { return const_reverse_iterator(end()); }
+  const_reverse_iterator rend() const { return const_reverse_iterator(begin()); }
+
+  void push_back(const T& v) {
+    if (size_ == capacity_) [[unlikely]] grow(size_ + 1);
+    set_size(size_ + 1);
+    data_[size_ - 1] = v;
+  }
+  void append(const T* items, std::size_t count) {
+    if (count == 0) return;
+    if (size_ + count > capacity_) grow(size_ + count);
+    set_size(size_ + count);
+    std::memcpy(static_cast<void*>(data_ + size_ - count), items, count * sizeof(T));
+  }
+  void reserve(std::size_t n) {
+    if (n > capacity_) grow(n);
+  }
+  // New elements are copies of `fill` (value-initialised by default).
+  void resize(std::size_t n, const T& fill = T()) {
+    if (n > capacity_) grow(n);
+    const std::size_t old = size_;
+    set_size(n);
+    for (std::size_t k = old; k < n; ++k) data_[k] = fill;
+  }
+  void pop_back() { set_size(size_ - 1); }
+  void clear() { set_size(0); }
+
+ private:
+  void grow(std::size_t at_least) {
+    const std::size_t want = std::max(at_least, capacity_ * 2);
+    if (want > std::size_t(-1) / sizeof(T) / 2) throw std::bad_alloc();
+    const std::size_t bytes = big_vector_detail::round_to_mapping(want * sizeof(T));
+    unpoison_all();  // the shadow of a moved or unmapped range must not stay poisoned
+    void* p = data_ ? big_vector_detail::remap_bytes(data_, mapped_, bytes) : big_vector_detail::map_bytes(bytes);
+    data_ = static_cast<T*>(p);
+    mapped_ = bytes;
+    capacity_ = bytes / sizeof(T);
+    poison_unused();
+  }
+  // Under AddressSanitizer the capacity past size() is poisoned, as in std::vector's annotations.
+  void set_size(std::size_t n) {
+    size_ = n;
+    poison_unused();
+  }
+  void unpoison_all() {
+#ifdef MEMSNAP_BIG_VECTOR_ASAN
+    if (data_) ASAN_UNPOISON_MEMORY_REGION(data_, mapped_);
+#endif
+  }
+  void poison_unused() {
+#ifdef MEMSNAP_BIG_VECTOR_ASAN
+    if (!data_) return;
+    ASAN_UNPOISON_MEMORY_REGION(data_, size_ * sizeof(T));
+    ASAN_POISON_MEMORY_REGION(data_ + size_, mapped_ - size_ * sizeof(T));
+#endif
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+  std::size_t mapped_ = 0;  // bytes mapped at data_
+};
+
+}  // namespace memsnap
