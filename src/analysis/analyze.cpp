@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/format_bytes.h"
+#include "base/phase_timer.h"
 
 namespace memsnap {
 namespace {
@@ -40,15 +41,22 @@ std::vector<std::string> check_invariants(const Snapshot& s, const TotalsReport&
 }  // namespace
 
 Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
+  PhaseTimer timer("analyze");
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
   a.totals = compute_totals(s);
   a.trace = summarize_trace(s);
   // The OOM layout replay is independent of the timelines: it runs on a second core.
-  auto ooms = std::async(std::launch::async, [&s, &a] { return analyze_ooms(s, a.trace); });
+  auto ooms = std::async(std::launch::async, [&s, &a] {
+    PhaseTimer t("ooms (second thread)");
+    return analyze_ooms(s, a.trace);
+  });
   a.sites = attribute(s, live_blocks(s));
-  a.timelines = build_timelines(s);
+  {
+    PhaseTimer t("timelines");
+    a.timelines = build_timelines(s);
+  }
   for (const auto& t : a.timelines) a.trace.pending_free_requests += t.pending_requests;
   std::int64_t best = -1;
   for (const auto& t : a.timelines) {
@@ -59,7 +67,10 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     }
   }
   a.pools = free_by_pool_and_stream(s);
-  a.ooms = ooms.get();
+  {
+    PhaseTimer t("wait for ooms");
+    a.ooms = ooms.get();
+  }
   a.sites_at_oom.resize(a.ooms.size());
   std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
   for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);
@@ -73,6 +84,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k]);
   }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
+  PhaseTimer t("findings");
   derive_findings(loaded, a);
   return a;
 }

@@ -25,6 +25,7 @@ LayoutReplay::LayoutReplay(const Snapshot& s, std::int64_t device) {
   static const TraceEvents kNone;
   const bool has_trace = device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size();
   events_ = has_trace ? &s.device_traces[static_cast<std::size_t>(device)].events : &kNone;
+  streams_ = &s.streams;
   cursor_ = events_->size();
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
@@ -122,15 +123,16 @@ void LayoutReplay::restore_segment(const TraceEvent& e, bool merge) {
   const std::uint64_t end = saturating_add(e.addr, e.size);
   if (end <= e.addr) return;
   carve(e.addr, end);
-  Range r{end, e.stream, guess_large(e.addr, e.size)};
+  const std::int64_t stream = (*streams_)[e.stream_id];
+  Range r{end, stream, guess_large(e.addr, e.size)};
   if (merge) {
-    if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == e.stream) {
+    if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == stream) {
       r.end = right->second.end;
       r.is_large = right->second.is_large;
       segs_.erase(right);
     }
     auto left = segs_.lower_bound(e.addr);
-    if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == e.stream) {
+    if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == stream) {
       std::prev(left)->second.end = r.end;
       return;
     }

@@ -72,6 +72,7 @@ class LayoutReplay {
   void carve(std::uint64_t begin, std::uint64_t end);
 
   const TraceEvents* events_ = nullptr;
+  const std::vector<std::int64_t>* streams_ = nullptr;  // Snapshot::streams
   std::size_t cursor_ = 0;  // events [cursor_, size) are undone
   std::map<std::uint64_t, Range> final_;  // the final segments, for the pool of restored ranges
   std::map<std::uint64_t, Range> segs_;

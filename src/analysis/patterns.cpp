@@ -9,6 +9,7 @@
 
 #include "analysis/patterns_internal.h"
 #include "base/format_bytes.h"
+#include "base/phase_timer.h"
 
 namespace memsnap {
 namespace patterns_detail {
@@ -47,6 +48,7 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   for (const OomAnalysis& o : a.ooms) capacity_oom |= o.verdict == OomVerdict::Capacity;
   std::vector<Pattern> leaks, others;
   for (const DeviceTimeline& t : a.timelines) {
+    PhaseTimer timer("patterns of one device");
     const auto lifetimes = build_lifetimes(s, t.device);
     Steps st = find_steps(s, t);
     d.steps.push_back({t.device, st.source, st.marker, st.boundaries.size(), {}, {}});

@@ -75,7 +75,7 @@ std::vector<std::vector<LiveItem>> live_sets(const TraceEvents& events, const De
 
 // Pairs each free_completed with the open alloc of its address (nearest in time), and records
 // the allocating stack of every matched free for the live-set replays.
-void pair_frees(DeviceTimeline& t, const TraceEvents& events, const EndState& st) {
+void pair_frees(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events, const EndState& st) {
   AddressMap<StackId> open;
   AddressMap<const TraceEvent*> requested;
   t.free_alloc_stacks.assign(events.size(), kUnmatched);
@@ -104,7 +104,7 @@ void pair_frees(DeviceTimeline& t, const TraceEvents& events, const EndState& st
   for (const auto& [addr, e] : requested) {
     ++t.pending_requests;
     t.pending_bytes += e->size;
-    streams.insert(e->stream);
+    streams.insert(s.stream(*e));
   }
   t.pending_streams.assign(streams.begin(), streams.end());
 }
@@ -149,7 +149,7 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     EndState st = end_state(s, t.device);
     t.end_live = st.live;
     fill_curve(t, events);
-    pair_frees(t, events, st);
+    pair_frees(t, s, events, st);
     mark_steps(t, s, events);
     t.live_at_peak = std::move(live_sets(events, t, std::move(st), {t.peak_index}).front());
     out.push_back(std::move(t));

@@ -15,7 +15,7 @@ TraceSummary summarize_trace(const Snapshot& snapshot) {
       const TraceEvent& e = trace.events[i];
       ++s.actions[static_cast<std::size_t>(e.action)];
       if (e.action == Action::Oom) {
-        s.ooms.push_back({static_cast<std::int64_t>(d), e.size, e.addr, e.stream, e.time_us, e.stack, i});
+        s.ooms.push_back({static_cast<std::int64_t>(d), e.size, e.addr, snapshot.stream(e), e.time_us, e.stack, i});
       }
     }
   }

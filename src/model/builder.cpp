@@ -262,16 +262,21 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   }
   e.addr = f.addr;
   e.size = f.size;
-  e.stream = f.stream;
+  if (f.stream != last_stream_) {
+    last_stream_ = f.stream;
+    last_stream_id_ = snap_.stream_id(f.stream);
+  }
+  e.stream_id = last_stream_id_;
   e.time_us = f.time_us;
   e.has_time = f.has_time;
-  e.stack = stack_of(f.frames, doc, "a trace entry's frames");
+  e.stack = f.frames.kind == Kind::Interned && f.frames.aux == kStackTag ? static_cast<StackId>(f.frames.u)
+                                                                          : stack_of(f.frames, doc, "a trace entry's frames");
   add_event(device, e);
 }
 
 // Keeps the newest max_trace_events events per device (a ring once full).
 void SnapshotBuilder::add_event(std::size_t device, const TraceEvent& e) {
-  DeviceTrace& trace = trace_for(device);
+  DeviceTrace& trace = device < snap_.device_traces.size() ? snap_.device_traces[device] : trace_for(device);
   ++trace.total;
   if (trace.events.size() < max_events_) {
     trace.events.push_back(e);

@@ -85,6 +85,8 @@ class SnapshotBuilder final : public TraceEntrySink {
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
   std::vector<std::size_t> ring_next_;      // per device: next slot to overwrite once full
   std::vector<FrameId> scratch_;
+  std::int64_t last_stream_ = 0;  // the stream of the previous event, and its id
+  StreamId last_stream_id_ = 0;
 };
 
 // Serializes a value (settings, annotations) as compact JSON; invalid UTF-8 is replaced.

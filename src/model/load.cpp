@@ -1,6 +1,7 @@
 // load_snapshot: reader selection by content, streaming trace entries into the builder.
 #include "model/load.h"
 
+#include "base/phase_timer.h"
 #include "model/builder.h"
 #include "read/json_reader.h"
 #include "read/pickle_reader.h"
@@ -30,6 +31,7 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
 }
 
 LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options) {
+  PhaseTimer timer("read");
   return load_snapshot_bytes(open_input(path), path, options);
 }
 

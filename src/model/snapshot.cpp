@@ -2,6 +2,9 @@
 #include "model/snapshot.h"
 
 #include <array>
+#include <fmt/format.h>
+
+#include "base/error.h"
 
 namespace memsnap {
 namespace {
@@ -27,6 +30,18 @@ Action parse_action(std::string_view name) {
     if (name == kActionNames[i]) return static_cast<Action>(i);
   }
   return Action::Unknown;
+}
+
+StreamId Snapshot::stream_id(std::int64_t stream) {
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i] == stream) return static_cast<StreamId>(i);
+  }
+  if (streams.size() >= kMaxStreams) {
+    throw InputError(fmt::format("the trace uses more than {} distinct streams, more than memsnap's limit", kMaxStreams),
+                     kRecaptureRemedy);
+  }
+  streams.push_back(stream);
+  return static_cast<StreamId>(streams.size() - 1);
 }
 
 std::int64_t Snapshot::device_count() const {

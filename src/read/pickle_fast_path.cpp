@@ -341,12 +341,50 @@ inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& 
 
 }  // namespace
 
+// A str, memo reference or anything else fast_value takes, for the action, frames and ignored
+// fields. Memoized short strs (compile_context's "N/A") and memo references are the usual case.
 template <bool kFrames>
-bool PickleVm::typed_entry_fields(std::size_t& p, TraceFields& f) {
-  if (!fast_memo<kFrames>(p, Value::released())) return false;
+[[gnu::always_inline]] inline bool PickleVm::typed_value(std::size_t& p, Value& v, bool allow_tuple) {
+  const std::uint8_t* d = data_ + p;  // 10 readable bytes
+  if (d[0] == 'h' || d[0] == 'j') {
+    std::uint64_t index = d[1];
+    if (d[0] == 'j') {
+      std::uint32_t u;
+      std::memcpy(&u, d + 1, 4);
+      index = u;
+    }
+    if (index >= memo_.size()) return false;
+    v = memo_[index];
+    if (v.kind == Kind::Released) return false;
+    p += d[0] == 'h' ? 2 : 5;
+    return true;
+  }
+  if (d[0] == 0x8c && p + 3 + d[1] <= fast_limit_ && d[2 + d[1]] == 0x94) {
+    const std::uint32_t n = d[1];
+    v = Value::string(reinterpret_cast<const char*>(d + 2), n);
+    if (memo_.size() >= limits::kMaxMemoEntries) return false;
+    memo_.push_back(v);
+    p += 3 + n;
+    return true;
+  }
+  return fast_value<kFrames>(p, v, allow_tuple);
+}
+
+template <bool kFrames>
+bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
+  std::size_t p = p_io;
+  if (p < fast_limit_ && data_[p] == 0x94 && memo_.size() < limits::kMaxMemoEntries) {
+    memo_.push_released();  // the dict itself: PyTorch never refers to it again
+    ++p;
+  } else if (!fast_memo<kFrames>(p, Value::released())) {
+    return false;
+  }
   skip_frames<kFrames>(p);
   if (p >= fast_limit_ || data_[p] != '(') return false;
   ++p;
+  const std::uint64_t generation = memo_.generation();
+  std::int64_t ints[5] = {};  // by TraceField: Addr, Size, Stream, Time
+  unsigned seen = 0;          // bit per TraceField
   for (std::size_t position = 0;; ++position) {
     skip_frames<kFrames>(p);
     if (p + 10 > fast_limit_) return false;  // every fixed-size opcode fits in 10 bytes
@@ -366,32 +404,21 @@ bool PickleVm::typed_entry_fields(std::size_t& p, TraceFields& f) {
     } else {
       return false;
     }
-    const TraceField field = field_at(position, index);
+    const KeySlot& slot = key_slots_[position % kKeySlots];
+    const TraceField field =
+        slot.memo_index == index && slot.generation == generation ? slot.field : field_at(position, index);
     skip_frames<kFrames>(p);
     if (p + 10 > fast_limit_) return false;
-    d = data_ + p;
-    std::int64_t n;
+    seen |= 1u << static_cast<unsigned>(field);
     switch (field) {
-      case TraceField::Addr:
-        if (!read_small_int(d, p, n)) return false;
-        f.addr = static_cast<std::uint64_t>(n);
-        break;
-      case TraceField::Size:
-        if (!read_small_int(d, p, n) || n < 0) return false;
-        f.size = static_cast<std::uint64_t>(n);
-        break;
-      case TraceField::Stream:
-        if (!read_small_int(d, p, f.stream)) return false;
-        break;
-      case TraceField::Time:
-        if (!read_small_int(d, p, f.time_us)) return false;
-        f.has_time = true;
+      case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time:
+        if (!read_small_int(data_ + p, p, ints[static_cast<unsigned>(field)])) return false;
         break;
       case TraceField::Action:
-        if (!fast_value<kFrames>(p, f.action, false) || f.action.kind != Kind::Str) return false;
+        if (!typed_value<kFrames>(p, f.action, false) || f.action.kind != Kind::Str) return false;
         break;
       case TraceField::Frames:
-        if (!fast_value<kFrames>(p, f.frames, false)) return false;
+        if (!typed_value<kFrames>(p, f.frames, false)) return false;
         if (f.frames.kind != Kind::Interned && f.frames.kind != Kind::List && f.frames.kind != Kind::Tuple &&
             f.frames.kind != Kind::None) {
           return false;
@@ -399,16 +426,24 @@ bool PickleVm::typed_entry_fields(std::size_t& p, TraceFields& f) {
         break;
       case TraceField::Ignored: {
         Value ignored;
-        if (!fast_value<kFrames>(p, ignored)) return false;
+        if (!typed_value<kFrames>(p, ignored, true)) return false;
         break;
       }
       case TraceField::Unknown: return false;
     }
   }
+  if (ints[static_cast<unsigned>(TraceField::Size)] < 0) return false;  // the generic path reports it
+  f.addr = static_cast<std::uint64_t>(ints[static_cast<unsigned>(TraceField::Addr)]);
+  f.size = static_cast<std::uint64_t>(ints[static_cast<unsigned>(TraceField::Size)]);
+  f.stream = ints[static_cast<unsigned>(TraceField::Stream)];
+  f.time_us = ints[static_cast<unsigned>(TraceField::Time)];
+  f.has_time = (seen >> static_cast<unsigned>(TraceField::Time)) & 1;
   // The finished dict must not be used by what follows (it is never on the stack).
   std::size_t q = p;
   skip_frames<kFrames>(q);
-  return q < fast_limit_ && (data_[q] == '}' || data_[q] == 'e');
+  if (q >= fast_limit_ || (data_[q] != '}' && data_[q] != 'e')) return false;
+  p_io = p;
+  return true;
 }
 
 template <bool kFrames>

@@ -13,6 +13,7 @@ namespace memsnap {
 
 // The fields memsnap keeps from a trace entry, as named by its keys.
 enum class TraceField : std::uint8_t { Action, Addr, Size, Stream, Time, Frames, Ignored, Unknown };
+static_assert(static_cast<int>(TraceField::Addr) == 1 && static_cast<int>(TraceField::Time) == 4);
 
 // One trace entry decoded by the reader's typed fast path: the values of the fields above.
 struct TraceFields {

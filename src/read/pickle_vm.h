@@ -55,11 +55,17 @@ class Memo {
       std::uint64_t h = 0xcbf29ce484222325ull;
       for (std::uint32_t k = 0; k < v.aux; ++k) h = (h ^ static_cast<std::uint8_t>(v.s[k])) * 0x100000001b3ull;
       std::uint32_t& cached = short_strings_[h & 255];
-      if (cached && values_[cached].aux == v.aux && std::memcmp(values_[cached].s, v.s, v.aux) == 0) return cached;
+      if (cached && values_[cached].aux == v.aux && same_bytes(values_[cached].s, v.s, v.aux)) return cached;
       cached = append(v);
       return cached;
     }
     return append(v);
+  }
+  static bool same_bytes(const char* a, const char* b, std::uint32_t n) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (a[k] != b[k]) return false;
+    }
+    return true;
   }
   std::uint32_t append(const Value& v) {
     if (values_.size() >= limits::kMaxMemoEntries || values_.size() * sizeof(Value) > limits::memory_budget_bytes()) {
@@ -188,6 +194,8 @@ class PickleVm {
   template <bool kFrames>
   bool typed_entry_fields(std::size_t& p, TraceFields& fields);
   TraceField field_at(std::size_t position, std::uint64_t memo_index);
+  template <bool kFrames>
+  bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
   template <bool kFrames>
   bool fast_entry();
   template <bool kFrames>

@@ -83,7 +83,7 @@ void dump_trace(const Snapshot& s, LineWriter& w) {
       auto& b = w.buf();
       fmt::format_to(std::back_inserter(b), "{{\"device\":{},\"index\":{},\"action\":\"{}\",\"{}\":{},\"size\":{},\"stream\":{}",
                      d, t.dropped + i, action_name(e.action), e.action == Action::Oom ? "device_free" : "addr", e.addr,
-                     e.size, e.stream);
+                     e.size, s.stream(e));
       if (e.has_time) fmt::format_to(std::back_inserter(b), ",\"time_us\":{}", e.time_us);
       fmt::format_to(std::back_inserter(b), ",\"stack\":{}}}", e.stack);
       w.end_line();

@@ -60,7 +60,7 @@ struct SnapshotBuilder {
     e.action = action;
     e.addr = addr;
     e.size = size;
-    e.stream = stream;
+    e.stream_id = s.stream_id(stream);
     DeviceTrace& t = s.device_traces[static_cast<std::size_t>(device)];
     t.events.push_back(e);
     t.total = t.events.size();
