@@ -49,8 +49,11 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   std::vector<Pattern> leaks, others;
   for (const DeviceTimeline& t : a.timelines) {
     PhaseTimer timer("patterns of one device");
-    const auto lifetimes = build_lifetimes(s, t.device);
+    std::optional<PhaseTimer> sub;
+    const auto& lifetimes = t.lifetimes;
+    sub.emplace("  find_steps");
     Steps st = find_steps(s, t);
+    sub.emplace("  step_table etc");
     d.steps.push_back({t.device, st.source, st.marker, st.boundaries.size(), {}, {}});
     if (st.found()) {
       const StepTable table = step_table(s, t, lifetimes, st, sites);
@@ -67,16 +70,19 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
           d.containers = growing;
         }
       }
+      sub.emplace("  cycles");
       if (!d.cycles) {
-        if (auto r = reference_cycles(s, t.device, lifetimes, st, sites)) {
+        if (auto r = reference_cycles(s, t, st, sites)) {
           others.push_back(cycles_pattern(*r, st, devices));
           d.cycles = std::move(r);
         }
       }
     }
+    sub.emplace("  optimizer_spike");
     if (auto o = optimizer_spike(s, t, lifetimes, sites, a); o && (!d.optimizer_spike || o->bytes > d.optimizer_spike->bytes)) {
       d.optimizer_spike = std::move(o);
     }
+    sub.emplace("  activation");
     if (t.device == a.peak_device && !d.activation) d.activation = activation_pressure(s, t, lifetimes, st, category);
   }
   d.patterns = std::move(leaks);

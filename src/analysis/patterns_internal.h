@@ -80,8 +80,8 @@ std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const D
 Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom);
 
 // State: reference_cycles (patterns_state.cpp, with model_state and replicated_gradients_pattern).
-std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, std::int64_t device, const std::vector<Lifetime>& lifetimes,
-                                                const Steps& st, SiteIndex& sites);
+std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, const DeviceTimeline& timeline, const Steps& st,
+                                                SiteIndex& sites);
 Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices);
 
 }  // namespace memsnap::patterns_detail

@@ -14,15 +14,13 @@ namespace patterns_detail {
 
 // --------------------------------------------------------- reference cycles
 
-std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, std::int64_t device, const std::vector<Lifetime>& lifetimes,
-                                                const Steps& st, SiteIndex& sites) {
+std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, const DeviceTimeline& timeline, const Steps& st,
+                                                SiteIndex& sites) {
+  const std::int64_t device = timeline.device;
+  const auto& lifetimes = timeline.lifetimes;
   if (!st.found()) return std::nullopt;
   const auto& events = events_of(s, device);
-  std::vector<std::size_t> by_free(events.size(), SIZE_MAX);
-  for (std::size_t i = 0; i < lifetimes.size(); ++i) {
-    const Lifetime& l = lifetimes[i];
-    if (l.free != kStillLive && l.alloc != kBeforeWindow && l.free < events.size()) by_free[l.free] = i;
-  }
+  const auto& by_free = timeline.free_lifetime;  // the lifetime each matched free ends
   ReferenceCycles r;
   r.device = device;
   std::map<std::string, std::uint64_t> site_bytes;
@@ -59,7 +57,7 @@ std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, std::int64_t 
   };
   for (std::size_t k = 0; k < events.size(); ++k) {
     if (events[k].action == Action::Alloc) close_run();
-    else if (events[k].action == Action::FreeCompleted && by_free[k] != SIZE_MAX) run.push_back(by_free[k]);
+    else if (events[k].action == Action::FreeCompleted && by_free[k] != kNoLifetime) run.push_back(by_free[k]);
   }
   close_run();
   if (r.bursts < kMinBursts) return std::nullopt;

@@ -52,7 +52,9 @@ std::string rank_list(const std::vector<std::int64_t>& ranks) {
 
 void drop_bulky(Analysis& a) {
   for (DeviceTimeline& t : a.timelines) {
-    std::vector<std::int64_t>().swap(t.curve);
+    t.curve = {};
+    t.free_lifetime = {};
+    std::vector<Lifetime>().swap(t.lifetimes);
     std::vector<LiveItem>().swap(t.live_at_peak);
   }
 }

@@ -266,39 +266,6 @@ bool is_optimizer_stack(const Snapshot& s, StackId stack) {
   return false;
 }
 
-std::vector<Lifetime> build_lifetimes(const Snapshot& s, std::int64_t device) {
-  std::vector<Lifetime> out;
-  AddressMap<std::size_t> open;
-  if (device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size()) {
-    const auto& events = s.device_traces[static_cast<std::size_t>(device)].events;
-    for (std::size_t k = 0; k < events.size(); ++k) {
-      const TraceEvent& e = events[k];
-      if (e.action == Action::Alloc) {
-        if (auto it = open.find(e.addr); it != open.end()) out[it->second].free = k;  // inconsistent trace: reuse
-        open[e.addr] = out.size();
-        out.push_back({k, kStillLive, e.size, e.stack, kNoStack});
-      } else if (e.action == Action::FreeCompleted) {
-        if (auto it = open.find(e.addr); it != open.end()) {
-          out[it->second].free = k;
-          out[it->second].free_stack = e.stack;
-          open.erase(it);
-        } else {
-          out.push_back({kBeforeWindow, k, e.size, kNoStack, e.stack});
-        }
-      }
-    }
-  }
-  for (const Segment& seg : s.segments) {
-    if (seg.device != device) continue;
-    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
-      const Block& b = s.blocks[seg.first_block + i];
-      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
-      if (!open.count(b.address)) out.push_back({kBeforeWindow, kStillLive, b.requested_size, b.stack, kNoStack});
-    }
-  }
-  return out;
-}
-
 std::size_t SiteIndex::of(StackId stack) {
   if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(snapshot_.stack_count(), stack + 1), 0);
   if (by_stack_[stack]) return by_stack_[stack] - 1;

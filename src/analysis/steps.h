@@ -6,14 +6,7 @@
 // of the allocation-stack sequence (not when the repeating unit runs inside one module call: the
 // layers of one forward pass are not steps). A boundary is an event index: the state before that event,
 // at the same point of every step, so live memory at boundaries can be compared step to step.
-//
-// Lifetimes pair each allocation with its free_completed inside the window:
-//
-//     event index   0 .. a ........ f .. n
-//     lifetime            [alloc a, free f]   live in the states a+1 .. f
-//
-// Allocations older than the window (alloc = kBeforeWindow) and still live at the end
-// (free = kStillLive) are open-ended.
+// Allocation lifetimes come from the timeline (timeline.h).
 #pragma once
 
 #include <cstddef>
@@ -28,25 +21,6 @@
 #include "model/snapshot.h"
 
 namespace memsnap {
-
-inline constexpr std::size_t kBeforeWindow = std::numeric_limits<std::size_t>::max();
-inline constexpr std::size_t kStillLive = std::numeric_limits<std::size_t>::max();
-
-struct Lifetime {
-  std::size_t alloc = kBeforeWindow;  // index of the alloc event
-  std::size_t free = kStillLive;      // index of the free_completed event
-  std::uint64_t size = 0;             // trace size (requested bytes)
-  StackId stack = kNoStack;           // allocation stack; empty when allocated before the window and freed in it
-  StackId free_stack = kNoStack;
-  // Live in the state after the first `index` events.
-  bool live_at(std::size_t index) const {
-    return (alloc == kBeforeWindow || alloc < index) && (free == kStillLive || free >= index);
-  }
-};
-
-// Every allocation seen by device `device`'s window (plus the blocks live at the end that the
-// window never allocated), in order of allocation; the older ones first.
-std::vector<Lifetime> build_lifetimes(const Snapshot& snapshot, std::int64_t device);
 
 // Allocation sites as attribution names them (innermost user frame, ...), resolved once per stack.
 // A site as attribution names it (the byte and block fields stay zero here).

@@ -2,6 +2,7 @@
 // pending blocks) and walked backwards, so memory allocated before the window is counted.
 #include "analysis/timeline.h"
 #include "base/address_map.h"
+#include "base/parallel.h"
 
 #include <algorithm>
 #include <set>
@@ -16,96 +17,114 @@ std::int64_t delta(const TraceEvent& e) {
   return 0;
 }
 
-struct EndState {
+// Requested bytes of the blocks live at the end (active or pending free) on `device`.
+std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
   std::int64_t live = 0;
-  AddressMap<LiveItem> blocks;  // address -> live block (requested bytes)
-};
-
-EndState end_state(const Snapshot& s, std::int64_t device) {
-  EndState st;
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
     for (std::uint32_t i = 0; i < seg.block_count; ++i) {
       const Block& b = s.blocks[seg.first_block + i];
-      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
-      st.live += static_cast<std::int64_t>(b.requested_size);
-      st.blocks[b.address] = {b.stack, b.requested_size, b.requested_size};
+      if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree) {
+        live += static_cast<std::int64_t>(b.requested_size);
+      }
     }
   }
-  return st;
+  return live;
 }
 
 void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
-  t.curve.assign(events.size() + 1, 0);
+  t.curve.resize(events.size() + 1);
   t.curve[events.size()] = t.end_live;
-  for (std::size_t k = events.size(); k-- > 0;) t.curve[k] = t.curve[k + 1] - delta(events[k]);
   std::size_t best = events.size();
-  for (std::size_t k = events.size() + 1; k-- > 0;) {
-    if (t.curve[k] > t.curve[best]) best = k;
+  for (std::size_t k = events.size(); k-- > 0;) {
+    t.curve[k] = t.curve[k + 1] - delta(events[k]);
+    if (t.curve[k] > t.curve[best]) best = k;  // the latest of equal maxima, as a backward scan finds it
   }
   t.peak_index = best;
   t.peak_allocated = t.curve[best];
   if (best > 0 && events[best - 1].has_time) t.peak_time_us = events[best - 1].time_us;
 }
 
-// Live sets at several moments of one device, in one backward walk from the final state.
-// `indices` must be descending; result[i] holds what was live before event indices[i]. A freed
-// block is attributed to the stack that allocated it when that alloc is in the window (with
-// context="all" a free carries the stack of the free itself), else to the free's stack.
-std::vector<std::vector<LiveItem>> live_sets(const TraceEvents& events, const DeviceTimeline& t, EndState st,
-                                             const std::vector<std::size_t>& indices) {
-  std::vector<std::vector<LiveItem>> out;
-  std::size_t k = events.size();
-  for (const std::size_t index : indices) {
-    for (; k > index; --k) {
-      const TraceEvent& e = events[k - 1];
-      if (e.action == Action::Alloc) {
-        st.blocks.erase(e.addr);
-      } else if (e.action == Action::FreeCompleted) {
-        const StackId alloc_stack = t.free_alloc_stacks[k - 1];
-        st.blocks[e.addr] = {alloc_stack != kUnmatched ? alloc_stack : e.stack, e.size, e.size};
-      }
+// Live sets at several moments of one device, from the lifetimes: result[i] holds what was live
+// before event indices[i] (ascending). A block is attributed to the stack that allocated it when
+// that alloc is in the window, else to the stack of its free (or of the final block).
+std::vector<std::vector<LiveItem>> live_sets(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
+  std::vector<std::vector<LiveItem>> out(indices.size());
+  for (const Lifetime& l : t.lifetimes) {
+    // Live in the states alloc+1 .. free.
+    const std::size_t from = l.alloc == kBeforeWindow ? 0 : l.alloc + 1;
+    auto it = std::lower_bound(indices.begin(), indices.end(), from);
+    if (it == indices.end() || (l.free != kStillLive && *it > l.free)) continue;
+    const StackId stack = l.alloc != kBeforeWindow || l.free == kStillLive ? l.stack : l.free_stack;
+    for (; it != indices.end() && (l.free == kStillLive || *it <= l.free); ++it) {
+      out[static_cast<std::size_t>(it - indices.begin())].push_back({stack, l.size, l.size});
     }
-    auto& items = out.emplace_back();
-    items.reserve(st.blocks.size());
-    for (const auto& [addr, item] : st.blocks) items.push_back(item);
   }
   return out;
 }
 
-// Pairs each free_completed with the open alloc of its address (nearest in time), and records
-// the allocating stack of every matched free for the live-set replays.
-void pair_frees(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events, const EndState& st) {
-  AddressMap<StackId> open;
-  AddressMap<const TraceEvent*> requested;
-  t.free_alloc_stacks.assign(events.size(), kUnmatched);
+// One forward pass pairs every free_completed with the open alloc of its address (nearest in
+// time) and builds the lifetimes; free_requested with no free_completed after it are pending.
+void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
+  struct Open {
+    std::size_t lifetime;
+    std::size_t requested;  // event index of a free_requested + 1, or 0
+  };
+  AddressMap<Open> open;
+  AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
+  auto& lifetimes = t.lifetimes;
+  lifetimes.reserve(events.size() / 2);
+  t.free_lifetime.resize(events.size(), kNoLifetime);
   for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
     if (e.action == Action::Alloc) {
-      open[e.addr] = e.stack;
+      auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
+      if (!inserted) {  // an inconsistent trace reuses a live address: end the old lifetime here
+        lifetimes[it->second.lifetime].free = k;
+        it->second = {lifetimes.size(), 0};
+      }
+      lifetimes.push_back({k, kStillLive, e.size, e.stack, kNoStack});
     } else if (e.action == Action::FreeRequested) {
-      requested[e.addr] = &e;
+      if (auto it = open.find(e.addr); it != open.end()) it->second.requested = k + 1;
+      else orphan_requests[e.addr] = k;
     } else if (e.action == Action::FreeCompleted) {
-      requested.erase(e.addr);
       if (auto it = open.find(e.addr); it != open.end()) {
-        t.free_alloc_stacks[k] = it->second;
+        Lifetime& l = lifetimes[it->second.lifetime];
+        l.free = k;
+        l.free_stack = e.stack;
+        if (it->second.lifetime < kNoLifetime) t.free_lifetime[k] = static_cast<std::uint32_t>(it->second.lifetime);
         open.erase(it);
         ++t.matched_frees;
       } else {
+        orphan_requests.erase(e.addr);
+        lifetimes.push_back({kBeforeWindow, k, e.size, kNoStack, e.stack});
         ++t.frees_before_window;
         t.bytes_freed_before_window += e.size;
       }
     }
   }
-  for (const auto& [addr, item] : st.blocks) {
-    if (!open.contains(addr)) ++t.live_from_before_window;
+  // Blocks live at the end that the window never allocated, in segment order.
+  for (const Segment& seg : s.segments) {
+    if (seg.device != t.device) continue;
+    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
+      const Block& b = s.blocks[seg.first_block + i];
+      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
+      if (open.contains(b.address)) continue;
+      lifetimes.push_back({kBeforeWindow, kStillLive, b.requested_size, b.stack, kNoStack});
+      ++t.live_from_before_window;
+    }
   }
   std::set<std::int64_t> streams;
-  for (const auto& [addr, e] : requested) {
+  auto pending = [&](std::size_t request) {
+    const TraceEvent& e = events[request];
     ++t.pending_requests;
-    t.pending_bytes += e->size;
-    streams.insert(s.stream(*e));
+    t.pending_bytes += e.size;
+    streams.insert(s.stream(e));
+  };
+  for (const auto& [addr, o] : open) {
+    if (o.requested) pending(o.requested - 1);
   }
+  for (const auto& [addr, request] : orphan_requests) pending(request);
   t.pending_streams.assign(streams.begin(), streams.end());
 }
 
@@ -129,31 +148,36 @@ std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& s, const D
   for (auto& i : indices) i = std::min(i, events.size());
   std::vector<std::size_t> order(indices.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return indices[a] > indices[b]; });
-  std::vector<std::size_t> descending;
-  for (std::size_t i : order) descending.push_back(indices[i]);
-  auto sets = live_sets(events, t, end_state(s, device), descending);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return indices[a] < indices[b]; });
+  std::vector<std::size_t> ascending;
+  for (std::size_t i : order) ascending.push_back(indices[i]);
+  auto sets = live_sets(t, ascending);
   std::vector<std::vector<LiveItem>> out(indices.size());
   for (std::size_t i = 0; i < order.size(); ++i) out[order[i]] = std::move(sets[i]);
   return out;
 }
 
+// Per device, the curve and the pairing are independent passes: they run side by side.
 std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   std::vector<DeviceTimeline> out;
   for (std::size_t d = 0; d < s.device_traces.size(); ++d) {
-    const auto& events = s.device_traces[d].events;
-    if (events.empty()) continue;
-    DeviceTimeline t;
+    if (s.device_traces[d].events.empty()) continue;
+    DeviceTimeline& t = out.emplace_back();
     t.device = static_cast<std::int64_t>(d);
-    t.events = events.size();
-    EndState st = end_state(s, t.device);
-    t.end_live = st.live;
-    fill_curve(t, events);
-    pair_frees(t, s, events, st);
-    mark_steps(t, s, events);
-    t.live_at_peak = std::move(live_sets(events, t, std::move(st), {t.peak_index}).front());
-    out.push_back(std::move(t));
+    t.events = s.device_traces[d].events.size();
+    t.end_live = end_live_bytes(s, t.device);
   }
+  auto events_of = [&](const DeviceTimeline& t) -> const TraceEvents& { return s.device_traces[static_cast<std::size_t>(t.device)].events; };
+  parallel_for(out.size() * 2, [&](std::size_t i) {
+    DeviceTimeline& t = out[i / 2];
+    if (i % 2 == 0) fill_curve(t, events_of(t));
+    else pair_events(t, s, events_of(t));
+  });
+  parallel_for(out.size(), [&](std::size_t i) {
+    DeviceTimeline& t = out[i];
+    mark_steps(t, s, events_of(t));
+    t.live_at_peak = std::move(live_sets(t, {t.peak_index}).front());
+  });
   return out;
 }
 

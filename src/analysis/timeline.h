@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,29 @@ struct StepMark {
   std::int64_t live_bytes = 0;  // live requested bytes at the mark
 };
 
-inline constexpr StackId kUnmatched = 0xffffffffu;
+// Lifetimes pair each allocation with its free_completed inside the window:
+//
+//     event index   0 .. a ........ f .. n
+//     lifetime            [alloc a, free f]   live in the states a+1 .. f
+//
+// Allocations older than the window (alloc = kBeforeWindow) and still live at the end
+// (free = kStillLive) are open-ended.
+inline constexpr std::size_t kBeforeWindow = std::numeric_limits<std::size_t>::max();
+inline constexpr std::size_t kStillLive = std::numeric_limits<std::size_t>::max();
+
+struct Lifetime {
+  std::size_t alloc = kBeforeWindow;  // index of the alloc event
+  std::size_t free = kStillLive;      // index of the free_completed event
+  std::uint64_t size = 0;             // trace size (requested bytes)
+  StackId stack = kNoStack;           // allocation stack; empty when allocated before the window and freed in it
+  StackId free_stack = kNoStack;
+  // Live in the state after the first `index` events.
+  bool live_at(std::size_t index) const {
+    return (alloc == kBeforeWindow || alloc < index) && (free == kStillLive || free >= index);
+  }
+};
+
+inline constexpr std::uint32_t kNoLifetime = 0xffffffffu;
 
 struct DeviceTimeline {
   std::int64_t device = 0;
@@ -39,10 +62,13 @@ struct DeviceTimeline {
   std::vector<std::int64_t> pending_streams;  // streams of the pending requests (unique)
   std::vector<StepMark> steps;
   // Live requested bytes after each event (size events + 1): curve[0] is the window's start.
-  std::vector<std::int64_t> curve;
-  // Per event: for a free_completed matched with an alloc in the window, the alloc's stack;
-  // kUnmatched otherwise.
-  std::vector<StackId> free_alloc_stacks;
+  BigVector<std::int64_t> curve;
+  // Every allocation the window saw, in event order, then the blocks live at the end that the
+  // window never allocated. Built in one pass with the free pairing above.
+  std::vector<Lifetime> lifetimes;
+  // Per event: for a free_completed matched with an alloc in the window, the index of the
+  // lifetime it ends; kNoLifetime otherwise.
+  BigVector<std::uint32_t> free_lifetime;
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
