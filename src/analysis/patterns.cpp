@@ -9,7 +9,7 @@
 
 #include "analysis/patterns_internal.h"
 #include "base/format_bytes.h"
-#include "base/phase_timer.h"
+#include "base/parallel.h"
 
 namespace memsnap {
 namespace patterns_detail {
@@ -38,52 +38,75 @@ std::string steps_evidence(const Steps& st, std::size_t devices) {
 
 }  // namespace patterns_detail
 
+namespace {
+
+// What one device's trace shows, computed on its own (devices run in parallel) and merged in
+// device order by diagnose().
+struct DeviceResult {
+  Steps steps;
+  DeviceSteps summary;
+  std::vector<SiteGrowth> growing;
+  std::optional<RetainedGraph> retained;
+  std::vector<Pattern> retained_pattern;  // 0 or 1
+  std::optional<ReferenceCycles> cycles;
+  std::optional<OptimizerSpike> spike;
+  std::optional<ActivationPressure> activation;
+  std::vector<std::int64_t> live;  // live bytes at the step boundaries
+};
+
+DeviceResult diagnose_device(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, std::size_t devices) {
+  using namespace patterns_detail;
+  DeviceResult r;
+  SiteIndex sites(s);
+  CategoryMemo category(s);
+  r.steps = find_steps(s, t);
+  r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}};
+  if (r.steps.found()) {
+    const StepTable table = step_table(s, t, t.lifetimes, r.steps, sites);
+    r.summary.live = table.live;
+    r.summary.time_us = table.time_us;
+    r.live = table.live;
+    r.growing = growing_sites(table, sites, t.device);
+    if (!r.growing.empty()) {
+      r.retained = retained_graph(s, r.growing, table, sites, category);
+      if (r.retained) r.retained_pattern.push_back(retained_graph_pattern(*r.retained, r.steps, table.live, devices));
+    }
+    r.cycles = reference_cycles(t, r.steps, sites);
+  }
+  r.spike = optimizer_spike(s, t, t.lifetimes, sites, a);
+  if (t.device == a.peak_device) r.activation = activation_pressure(s, t, t.lifetimes, r.steps, category);
+  return r;
+}
+
+}  // namespace
+
 Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   Diagnosis d;
   using namespace patterns_detail;
-  SiteIndex sites(s);
-  CategoryMemo category(s);
   const std::size_t devices = a.timelines.size();
   bool capacity_oom = false;
   for (const OomAnalysis& o : a.ooms) capacity_oom |= o.verdict == OomVerdict::Capacity;
+  std::vector<DeviceResult> results(devices);
+  parallel_for(devices, [&](std::size_t i) { results[i] = diagnose_device(s, a, a.timelines[i], devices); });
   std::vector<Pattern> leaks, others;
-  for (const DeviceTimeline& t : a.timelines) {
-    PhaseTimer timer("patterns of one device");
-    std::optional<PhaseTimer> sub;
-    const auto& lifetimes = t.lifetimes;
-    sub.emplace("  find_steps");
-    Steps st = find_steps(s, t);
-    sub.emplace("  step_table etc");
-    d.steps.push_back({t.device, st.source, st.marker, st.boundaries.size(), {}, {}});
-    if (st.found()) {
-      const StepTable table = step_table(s, t, lifetimes, st, sites);
-      d.steps.back().live = table.live;
-      d.steps.back().time_us = table.time_us;
-      auto growing = growing_sites(table, sites, t.device);
-      if (!growing.empty()) {
-        d.growing.insert(d.growing.end(), growing.begin(), growing.end());
-        if (auto r = retained_graph(s, growing, table, sites, category); r && !d.retained_graph) {
-          leaks.push_back(retained_graph_pattern(*r, st, table.live, devices));
-          d.retained_graph = std::move(r);
-        } else if (!r && d.containers.empty()) {
-          leaks.push_back(container_pattern(growing, st, devices, a.sites));
-          d.containers = growing;
-        }
-      }
-      sub.emplace("  cycles");
-      if (!d.cycles) {
-        if (auto r = reference_cycles(s, t, st, sites)) {
-          others.push_back(cycles_pattern(*r, st, devices));
-          d.cycles = std::move(r);
-        }
+  for (DeviceResult& r : results) {
+    d.steps.push_back(std::move(r.summary));
+    if (!r.growing.empty()) {
+      d.growing.insert(d.growing.end(), r.growing.begin(), r.growing.end());
+      if (r.retained && !d.retained_graph) {
+        leaks.push_back(std::move(r.retained_pattern.front()));
+        d.retained_graph = std::move(r.retained);
+      } else if (!r.retained && d.containers.empty()) {
+        leaks.push_back(container_pattern(r.growing, r.steps, devices, a.sites));
+        d.containers = r.growing;
       }
     }
-    sub.emplace("  optimizer_spike");
-    if (auto o = optimizer_spike(s, t, lifetimes, sites, a); o && (!d.optimizer_spike || o->bytes > d.optimizer_spike->bytes)) {
-      d.optimizer_spike = std::move(o);
+    if (r.cycles && !d.cycles) {
+      others.push_back(cycles_pattern(*r.cycles, r.steps, devices));
+      d.cycles = std::move(r.cycles);
     }
-    sub.emplace("  activation");
-    if (t.device == a.peak_device && !d.activation) d.activation = activation_pressure(s, t, lifetimes, st, category);
+    if (r.spike && (!d.optimizer_spike || r.spike->bytes > d.optimizer_spike->bytes)) d.optimizer_spike = std::move(r.spike);
+    if (r.activation && !d.activation) d.activation = std::move(r.activation);
   }
   d.patterns = std::move(leaks);
   if (d.optimizer_spike) d.patterns.push_back(optimizer_pattern(*d.optimizer_spike));

@@ -30,7 +30,7 @@ constexpr std::size_t kLaterSharePercent = 5;
 constexpr std::size_t kActivationSharePercent = 50;
 constexpr std::uint64_t kMinFreeable = 256 * kMiB;
 // reference_cycles
-constexpr std::size_t kBurstMinBlocks = 6;
+constexpr std::size_t kBurstMinBlocks = kMinBurstFrees;
 constexpr std::size_t kBurstMinSteps = 3;
 constexpr std::size_t kMinBursts = 2;
 // replicated_gradients
@@ -72,15 +72,15 @@ Pattern retained_graph_pattern(const RetainedGraph& r, const Steps& st, const st
 Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st, std::size_t devices, const std::vector<Site>& live);
 
 // Memory: optimizer_state_spike and activation_pressure (patterns_memory.cpp).
-std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                               SiteIndex& sites, const Analysis& a);
 Pattern optimizer_pattern(const OptimizerSpike& o);
-std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                                       const Steps& st, CategoryMemo& category);
 Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom);
 
 // State: reference_cycles (patterns_state.cpp, with model_state and replicated_gradients_pattern).
-std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, const DeviceTimeline& timeline, const Steps& st,
+std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, const Steps& st,
                                                 SiteIndex& sites);
 Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices);
 

@@ -41,7 +41,7 @@ std::vector<OptimizerRun> optimizer_runs(const Snapshot& s, const TraceEvents& e
 
 }  // namespace
 
-std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                               SiteIndex& sites, const Analysis& a) {
   const auto& events = events_of(s, t.device);
   std::unordered_map<StackId, bool> memo;
@@ -187,7 +187,7 @@ std::int64_t median_step_us(const Steps& st, const TraceEvents& events) {
 
 }  // namespace
 
-std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes,
+std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                                       const Steps& st, CategoryMemo& category) {
   if (!t.peak_allocated || *t.peak_allocated <= 0) return std::nullopt;
   const auto& events = events_of(s, t.device);

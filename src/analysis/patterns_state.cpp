@@ -14,13 +14,11 @@ namespace patterns_detail {
 
 // --------------------------------------------------------- reference cycles
 
-std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, const DeviceTimeline& timeline, const Steps& st,
+std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, const Steps& st,
                                                 SiteIndex& sites) {
   const std::int64_t device = timeline.device;
   const auto& lifetimes = timeline.lifetimes;
   if (!st.found()) return std::nullopt;
-  const auto& events = events_of(s, device);
-  const auto& by_free = timeline.free_lifetime;  // the lifetime each matched free ends
   ReferenceCycles r;
   r.device = device;
   std::map<std::string, std::uint64_t> site_bytes;
@@ -55,11 +53,12 @@ std::optional<ReferenceCycles> reference_cycles(const Snapshot& s, const DeviceT
     }
     run.clear();
   };
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    if (events[k].action == Action::Alloc) close_run();
-    else if (events[k].action == Action::FreeCompleted && by_free[k] != kNoLifetime) run.push_back(by_free[k]);
+  const FreeBursts& bursts = timeline.free_bursts;
+  for (std::size_t b = 0, begin = 0; b < bursts.ends.size(); begin = bursts.ends[b++]) {
+    run.assign(bursts.lifetimes.begin() + static_cast<std::ptrdiff_t>(begin),
+               bursts.lifetimes.begin() + static_cast<std::ptrdiff_t>(bursts.ends[b]));
+    close_run();
   }
-  close_run();
   if (r.bursts < kMinBursts) return std::nullopt;
   r.sites.assign(site_bytes.begin(), site_bytes.end());
   std::sort(r.sites.begin(), r.sites.end(), [](const auto& x, const auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });

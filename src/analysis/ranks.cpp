@@ -53,8 +53,8 @@ std::string rank_list(const std::vector<std::int64_t>& ranks) {
 void drop_bulky(Analysis& a) {
   for (DeviceTimeline& t : a.timelines) {
     t.curve = {};
-    t.free_lifetime = {};
-    std::vector<Lifetime>().swap(t.lifetimes);
+    t.free_bursts = {};
+    t.lifetimes = {};
     std::vector<LiveItem>().swap(t.live_at_peak);
   }
 }

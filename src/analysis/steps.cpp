@@ -294,7 +294,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   return out;
 }
 
-StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const std::vector<Lifetime>& lifetimes, Steps steps,
+StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes, Steps steps,
                      SiteIndex& sites) {
   StepTable table;
   table.steps = std::move(steps);

@@ -78,7 +78,7 @@ struct StepTable {
   std::vector<SiteSeries> series;     // sites live at some boundary or allocated between them
 };
 
-StepTable step_table(const Snapshot& snapshot, const DeviceTimeline& timeline, const std::vector<Lifetime>& lifetimes,
+StepTable step_table(const Snapshot& snapshot, const DeviceTimeline& timeline, const Lifetimes& lifetimes,
                      Steps steps, SiteIndex& sites);
 
 }  // namespace memsnap

@@ -73,11 +73,18 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   AddressMap<Open> open;
   AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
   auto& lifetimes = t.lifetimes;
-  lifetimes.reserve(events.size() / 2);
-  t.free_lifetime.resize(events.size(), kNoLifetime);
+  std::vector<std::size_t> run;  // matched frees since the last alloc
+  auto close_run = [&] {
+    if (run.size() >= kMinBurstFrees) {
+      t.free_bursts.lifetimes.insert(t.free_bursts.lifetimes.end(), run.begin(), run.end());
+      t.free_bursts.ends.push_back(t.free_bursts.lifetimes.size());
+    }
+    run.clear();
+  };
   for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
     if (e.action == Action::Alloc) {
+      close_run();
       auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
       if (!inserted) {  // an inconsistent trace reuses a live address: end the old lifetime here
         lifetimes[it->second.lifetime].free = k;
@@ -92,7 +99,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
         Lifetime& l = lifetimes[it->second.lifetime];
         l.free = k;
         l.free_stack = e.stack;
-        if (it->second.lifetime < kNoLifetime) t.free_lifetime[k] = static_cast<std::uint32_t>(it->second.lifetime);
+        run.push_back(it->second.lifetime);
         open.erase(it);
         ++t.matched_frees;
       } else {
@@ -103,6 +110,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
       }
     }
   }
+  close_run();
   // Blocks live at the end that the window never allocated, in segment order.
   for (const Segment& seg : s.segments) {
     if (seg.device != t.device) continue;

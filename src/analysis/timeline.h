@@ -43,7 +43,15 @@ struct Lifetime {
   }
 };
 
-inline constexpr std::uint32_t kNoLifetime = 0xffffffffu;
+using Lifetimes = BigVector<Lifetime>;
+
+// Frees that come in a burst: at least kMinBurstFrees matched free_completed with no alloc
+// between them (the reference_cycles pattern looks at where their blocks came from).
+inline constexpr std::size_t kMinBurstFrees = 6;
+struct FreeBursts {
+  std::vector<std::size_t> lifetimes;  // lifetime indices, burst after burst, in free order
+  std::vector<std::size_t> ends;       // end of each burst in `lifetimes`
+};
 
 struct DeviceTimeline {
   std::int64_t device = 0;
@@ -65,10 +73,8 @@ struct DeviceTimeline {
   BigVector<std::int64_t> curve;
   // Every allocation the window saw, in event order, then the blocks live at the end that the
   // window never allocated. Built in one pass with the free pairing above.
-  std::vector<Lifetime> lifetimes;
-  // Per event: for a free_completed matched with an alloc in the window, the index of the
-  // lifetime it ends; kNoLifetime otherwise.
-  BigVector<std::uint32_t> free_lifetime;
+  Lifetimes lifetimes;
+  FreeBursts free_bursts;
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);

@@ -14,7 +14,6 @@ namespace {
 
 constexpr std::uint32_t kFrameTag = 1;
 constexpr std::uint32_t kStackTag = 2;
-constexpr std::size_t kMaxDevices = 4096;
 
 template <typename Fn>
 void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
@@ -88,7 +87,7 @@ std::string value_to_json(const Value& v, const Document& doc) {
 }
 
 SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events)
-    : snap_(snapshot), max_events_(std::max<std::uint64_t>(max_trace_events, 1)) {
+    : snap_(snapshot), events_(snapshot, max_trace_events) {
   snap_.strings.clear();
   intern("");
 }
@@ -167,18 +166,6 @@ void SnapshotBuilder::released(std::uint64_t first) {
   if (first < frame_cache_.size()) std::fill(frame_cache_.begin() + static_cast<std::ptrdiff_t>(first), frame_cache_.end(), 0);
 }
 
-DeviceTrace& SnapshotBuilder::trace_for(std::size_t device) {
-  if (device >= kMaxDevices) {
-    throw InputError(fmt::format("device_traces lists {} devices, more than memsnap's limit of {}", device + 1, kMaxDevices),
-                     kRecaptureRemedy);
-  }
-  if (device >= snap_.device_traces.size()) {
-    snap_.device_traces.resize(device + 1);
-    ring_next_.resize(device + 1, 0);
-  }
-  return snap_.device_traces[device];
-}
-
 void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {
   ++snap_.unknown_keys[fmt::format("{}.{}", object, key)];
 }
@@ -219,7 +206,7 @@ Action SnapshotBuilder::action_of(const Value& v) {
 
 void SnapshotBuilder::trace_entry(std::size_t device, const Value& entry, const Document& doc) {
   if (entry.kind != Kind::Dict) {
-    bad_field(fmt::format("device_traces[{}][{}]", device, trace_for(device).total), entry, "a dict");
+    bad_field(fmt::format("device_traces[{}][{}]", device, events_.entries(device)), entry, "a dict");
   }
   pairs_.clear();
   for (const Value& v : doc.items(entry)) pairs_.push_back(v);
@@ -274,19 +261,7 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   add_event(device, e);
 }
 
-// Keeps the newest max_trace_events events per device (a ring once full).
-void SnapshotBuilder::add_event(std::size_t device, const TraceEvent& e) {
-  DeviceTrace& trace = device < snap_.device_traces.size() ? snap_.device_traces[device] : trace_for(device);
-  ++trace.total;
-  if (trace.events.size() < max_events_) {
-    trace.events.push_back(e);
-    return;
-  }
-  std::size_t& next = ring_next_[device];
-  trace.events[next] = e;
-  next = (next + 1) % trace.events.size();
-  ++trace.dropped;
-}
+void SnapshotBuilder::add_event(std::size_t device, const TraceEvent& e) { events_.add(device, e); }
 
 Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
   scratch_.clear();
@@ -307,11 +282,7 @@ void SnapshotBuilder::finish(const Document& doc) {
                                  kind_name(root.kind)),
                      "pass the file written by torch.cuda.memory._dump_snapshot() (run `memsnap capture`)");
   }
-  for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {
-    auto& events = snap_.device_traces[d].events;
-    std::rotate(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(ring_next_[d]), events.end());
-    ring_next_[d] = 0;
-  }
+  events_.finish();
 }
 
 void SnapshotBuilder::read_root_dict(const Document& doc) {
@@ -342,7 +313,7 @@ void SnapshotBuilder::read_traces(const Value& list, const Document& doc) {
   if (list.kind != Kind::List) bad_field("device_traces", list, "a list of per-device lists");
   std::size_t device = 0;
   for (const Value& per_device : doc.items(list)) {
-    trace_for(device);  // devices with an empty (or streamed) list still count
+    events_.ensure_device(device);  // devices with an empty (or streamed) list still count
     if (per_device.kind != Kind::List) bad_field(fmt::format("device_traces[{}]", device), per_device, "a list");
     for (const Value& entry : doc.items(per_device)) trace_entry(device, entry, doc);
     ++device;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/event_store.h"
 #include "model/snapshot.h"
 #include "read/pickle_reader.h"
 #include "read/value.h"
@@ -56,7 +57,6 @@ class SnapshotBuilder final : public TraceEntrySink {
   void read_traces(const Value& list, const Document& doc);
   void read_settings(const Value& dict, const Document& doc);
   void read_annotations(const Value& list, const Document& doc);
-  DeviceTrace& trace_for(std::size_t device);
   void count_unknown(const char* object, std::string_view key);
   TraceField trace_key(const Value& key);
   void add_event(std::size_t device, const TraceEvent& event);
@@ -76,14 +76,13 @@ class SnapshotBuilder final : public TraceEntrySink {
   Action action_of(const Value& action);
 
   Snapshot& snap_;
-  std::uint64_t max_events_;
+  EventStore events_;
   std::unordered_map<std::string, StrId, TransparentHash, std::equal_to<>> string_index_;
   std::unordered_map<FrameKey, FrameId, FrameKeyHash> frame_index_;
   // Stack id by content: hash of the frame ids -> candidate ids (compared against stack_frames).
   std::unordered_multimap<std::uint64_t, StackId> stack_index_;
   std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
-  std::vector<std::size_t> ring_next_;      // per device: next slot to overwrite once full
   std::vector<FrameId> scratch_;
   std::int64_t last_stream_ = 0;  // the stream of the previous event, and its id
   StreamId last_stream_id_ = 0;

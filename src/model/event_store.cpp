@@ -1,0 +1,140 @@
+// EventStore: batches of trace events, stored per device on a worker thread (see the header).
+#include "model/event_store.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "base/parallel.h"
+
+namespace memsnap {
+namespace {
+constexpr std::size_t kMaxDevices = 4096;
+}  // namespace
+
+EventStore::EventStore(Snapshot& snapshot, std::uint64_t max_events_per_device)
+    : snap_(snapshot), max_events_(std::max<std::uint64_t>(max_events_per_device, 1)), current_(std::make_unique<Batch>()) {
+  if (worker_count() > 1) worker_ = std::thread([this] { work(); });
+}
+
+EventStore::~EventStore() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+void EventStore::ensure_device(std::size_t device) {
+  start_batch(device);  // an empty batch for `device` creates its trace
+}
+
+void EventStore::start_batch(std::size_t device) {
+  if (device >= kMaxDevices) {
+    throw InputError(fmt::format("device_traces lists {} devices, more than memsnap's limit of {}", device + 1, kMaxDevices),
+                     kRecaptureRemedy);
+  }
+  if (device >= entries_.size()) entries_.resize(device + 1, 0);
+  if (open_) hand_over();
+  current_->device = device;
+  current_->count = 0;
+  open_ = true;
+}
+
+void EventStore::hand_over() {
+  std::unique_ptr<Batch> next;
+  if (worker_.joinable()) {
+    std::lock_guard lock(mutex_);
+    if (!empty_.empty()) {
+      next = std::move(empty_.back());
+      empty_.pop_back();
+    }
+  }
+  if (!next) next = std::make_unique<Batch>();
+  submit(std::move(current_));
+  current_ = std::move(next);
+  open_ = false;
+}
+
+void EventStore::submit(std::unique_ptr<Batch> batch) {
+  if (!worker_.joinable()) {
+    store(*batch);
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return full_.size() < kQueueDepth || error_; });
+  if (error_) std::rethrow_exception(error_);
+  full_.push_back(std::move(batch));
+  lock.unlock();
+  changed_.notify_all();
+}
+
+void EventStore::work() {
+  for (;;) {
+    std::unique_ptr<Batch> batch;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return !full_.empty() || stop_; });
+      if (full_.empty()) return;
+      batch = std::move(full_.front());
+      full_.pop_front();
+    }
+    changed_.notify_all();
+    try {
+      if (!error_) store(*batch);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      empty_.push_back(std::move(batch));
+    }
+    changed_.notify_all();
+  }
+}
+
+// Only this function (on the worker while reading) changes snap_.device_traces until finish().
+void EventStore::store(const Batch& batch) {
+  if (batch.device >= snap_.device_traces.size()) {
+    snap_.device_traces.resize(batch.device + 1);
+    ring_next_.resize(batch.device + 1, 0);
+  }
+  DeviceTrace& trace = snap_.device_traces[batch.device];
+  trace.total += batch.count;
+  std::size_t k = 0;
+  if (trace.events.size() < max_events_) {
+    k = std::min<std::size_t>(batch.count, max_events_ - trace.events.size());
+    trace.events.append(batch.events, k);
+  }
+  std::size_t& next = ring_next_[batch.device];
+  for (; k < batch.count; ++k) {
+    trace.events[next] = batch.events[k];
+    next = (next + 1) % trace.events.size();
+    ++trace.dropped;
+  }
+}
+
+void EventStore::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (open_) hand_over();
+  if (worker_.joinable()) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return full_.empty() || error_; });
+      stop_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+  for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {
+    auto& events = snap_.device_traces[d].events;
+    std::rotate(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(ring_next_[d]), events.end());
+  }
+}
+
+}  // namespace memsnap

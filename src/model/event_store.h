@@ -1,0 +1,73 @@
+// EventStore: keeps the newest N trace events per device (a ring once full). While a snapshot is
+// read, the events are handed over in batches to a second thread when the machine has a second
+// core, so that writing hundreds of MB of events (and the page faults that come with it) runs
+// beside the pickle decoding instead of after it.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+class EventStore {
+ public:
+  EventStore(Snapshot& snapshot, std::uint64_t max_events_per_device);
+  ~EventStore();
+  EventStore(const EventStore&) = delete;
+  EventStore& operator=(const EventStore&) = delete;
+
+  void add(std::size_t device, const TraceEvent& event) {
+    if (!open_ || device != current_->device || current_->count == kBatchEvents) [[unlikely]] start_batch(device);
+    current_->events[current_->count++] = event;
+    ++entries_[device];
+  }
+  // Makes device_traces[device] exist even when it holds no events.
+  void ensure_device(std::size_t device);
+  // Entries added so far for `device` (for messages while reading).
+  std::uint64_t entries(std::size_t device) const { return device < entries_.size() ? entries_[device] : 0; }
+  // Stores what is pending, stops the worker and puts each device's ring in chronological order.
+  // Rethrows what the worker failed with. add() must not be called afterwards.
+  void finish();
+
+ private:
+  static constexpr std::size_t kBatchEvents = 8192;
+  static constexpr std::size_t kQueueDepth = 4;
+  struct Batch {
+    std::size_t device = 0;
+    std::size_t count = 0;
+    TraceEvent events[kBatchEvents];
+  };
+  void start_batch(std::size_t device);
+  void hand_over();  // submits current_ (an empty one still creates its device's trace)
+  void submit(std::unique_ptr<Batch> batch);
+  void store(const Batch& batch);  // on the worker (or inline without one)
+  void work();
+
+  Snapshot& snap_;
+  std::uint64_t max_events_;
+  std::vector<std::uint64_t> entries_;
+  std::vector<std::size_t> ring_next_;  // per device: next slot to overwrite once full (worker side)
+  std::unique_ptr<Batch> current_;
+  bool open_ = false;  // current_ holds a batch for current_->device
+  bool finished_ = false;
+
+  // Worker state.
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Batch>> full_;
+  std::vector<std::unique_ptr<Batch>> empty_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace memsnap
