@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <future>
 #include <map>
-#include <optional>
 
 #include "base/format_bytes.h"
 #include "base/phase_timer.h"
@@ -46,20 +45,14 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
-  std::optional<PhaseTimer> sub;
-  sub.emplace("totals");
   a.totals = compute_totals(s);
-  sub.emplace("trace summary");
   a.trace = summarize_trace(s);
-  sub.reset();
   // The OOM layout replay is independent of the timelines: it runs on a second core.
   auto ooms = std::async(std::launch::async, [&s, &a] {
     PhaseTimer t("ooms (second thread)");
     return analyze_ooms(s, a.trace);
   });
-  sub.emplace("sites");
   a.sites = attribute(s, live_blocks(s));
-  sub.reset();
   {
     PhaseTimer t("timelines");
     a.timelines = build_timelines(s);
@@ -73,14 +66,8 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
       a.sites_at_peak = attribute(s, t.live_at_peak);
     }
   }
-  sub.emplace("peak sites, pools");
   a.pools = free_by_pool_and_stream(s);
-  sub.reset();
-  {
-    PhaseTimer t("wait for ooms");
-    a.ooms = ooms.get();
-  }
-  sub.emplace("sites at ooms");
+  a.ooms = ooms.get();
   a.sites_at_oom.resize(a.ooms.size());
   std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
   for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);
@@ -93,7 +80,6 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     auto sets = live_before_events(s, *timeline, indices);
     for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k]);
   }
-  sub.reset();
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   PhaseTimer t("findings");
   derive_findings(loaded, a);

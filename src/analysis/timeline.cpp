@@ -33,6 +33,7 @@ std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
 }
 
 void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
+  t.curve.prefer_huge_pages();
   t.curve.resize(events.size() + 1);
   t.curve[events.size()] = t.end_live;
   std::size_t best = events.size();
@@ -73,6 +74,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   AddressMap<Open> open;
   AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
   auto& lifetimes = t.lifetimes;
+  lifetimes.prefer_huge_pages();
   std::vector<std::size_t> run;  // matched frees since the last alloc
   auto close_run = [&] {
     if (run.size() >= kMinBurstFrees) {

@@ -1,5 +1,5 @@
-// The memory mapping behind BigVector: anonymous private mappings with transparent huge pages
-// requested, grown with mremap.
+// The memory mapping behind BigVector: anonymous private mappings, grown with mremap, with
+// transparent huge pages requested when the vector asks for them.
 #include "base/big_vector.h"
 
 #include <sys/mman.h>
@@ -23,17 +23,17 @@ std::size_t round_to_mapping(std::size_t bytes) {
   return std::max(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
 }
 
-void* map_bytes(std::size_t bytes) {
+void* map_bytes(std::size_t bytes, bool huge_pages) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  advise_huge_pages(p, bytes);
+  if (huge_pages) advise_huge_pages(p, bytes);
   return p;
 }
 
-void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes) {
+void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes, bool huge_pages) {
   void* p = mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  advise_huge_pages(p, new_bytes);
+  if (huge_pages) advise_huge_pages(p, new_bytes);
   return p;
 }
 

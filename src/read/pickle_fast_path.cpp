@@ -363,7 +363,15 @@ template <bool kFrames>
     const std::uint32_t n = d[1];
     v = Value::string(reinterpret_cast<const char*>(d + 2), n);
     if (memo_.size() >= limits::kMaxMemoEntries) return false;
-    memo_.push_back(v);
+    if (n == last_short_size_ && n <= 8 && std::memcmp(last_short_, d + 2, n) == 0) {
+      v.s = last_short_;  // equal bytes: the same memo value (its str stays where it was first read)
+      memo_.push_stored(last_short_stored_);
+    } else {
+      last_short_stored_ = memo_.push_back(v);
+      if (memo_[memo_.size() - 1].s != v.s) v.s = memo_[memo_.size() - 1].s;  // deduplicated by the memo
+      last_short_ = v.s;
+      last_short_size_ = n;
+    }
     p += 3 + n;
     return true;
   }

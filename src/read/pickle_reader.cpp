@@ -18,8 +18,6 @@
 namespace memsnap {
 namespace {
 
-constexpr std::size_t kDropStep = std::size_t(16) << 20;  // release consumed file pages this often
-
 constexpr const char* kNotSnapshotRemedy =
     "memsnap reads only plain-data snapshot pickles; do not unpickle this file, and capture a snapshot "
     "with torch.cuda.memory._dump_snapshot() (run `memsnap capture`)";
@@ -48,21 +46,6 @@ constexpr OpName kOpNames[] = {
 }  // namespace
 
 namespace pickle_vm {
-
-// A file-backed mapping's pages behind the cursor are handed back to the kernel every 16 MiB so
-// resident memory does not grow with the file; strings still pointing there are re-read from
-// the page cache if touched again.
-void PickleVm::drop_consumed_pages() {
-  constexpr std::size_t kStep = kDropStep;
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  next_drop_ = pos_ + kStep;
-  if (pos_ < kStep / 2) return;
-  const std::size_t keep_from = (pos_ - kStep / 2) / page * page;
-  if (keep_from > dropped_upto_) {
-    madvise(const_cast<std::uint8_t*>(data_) + dropped_upto_, keep_from - dropped_upto_, MADV_DONTNEED);
-    dropped_upto_ = keep_from;
-  }
-}
 
 void PickleVm::append_to(const Value& container, const Value* items, std::size_t count) {
   // Modifying a container older than a streaming mark pins that batch in the arena.
@@ -154,7 +137,7 @@ PickleInfo PickleVm::run() {
   if (size_ < 2 || data_[0] != 0x80) {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
-  next_drop_ = kDropStep;
+  maybe_drop_pages();
   while (!stopped_) {
     if (pos_ >= size_) truncated();
     maybe_drop_pages();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "base/big_vector.h"
 #include "base/error.h"
 #include "base/limits.h"
+#include "read/mapping_pager.h"
 #include "read/pickle_reader.h"
 #include "read/value.h"
 
@@ -34,8 +36,15 @@ class Memo {
   Memo() { values_.push_back(Value::released()); }
   std::size_t size() const { return slots_.size(); }
   const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
-  void push_back(const Value& v) { slots_.push_back(store(v)); }
+  // Returns the value's index in the value table (for push_stored).
+  std::uint32_t push_back(const Value& v) {
+    const std::uint32_t stored = store(v);
+    slots_.push_back(stored);
+    return stored;
+  }
   void push_released() { slots_.push_back(0); }
+  // Another slot for a value pushed before (its index from push_back).
+  void push_stored(std::uint32_t stored) { slots_.push_back(stored); }
   void set(std::size_t i, const Value& v) {
     if (values_[slots_[i]].kind == Kind::Str) ++generation_;
     slots_[i] = store(v);
@@ -83,8 +92,9 @@ class Memo {
 class PickleVm {
  public:
   PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages)
-      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink), drop_pages_(drop_pages) {
+      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink) {
     stack_.reserve(4096);
+    if (drop_pages) pager_.emplace(data_, size_);
   }
 
   PickleInfo run();
@@ -239,12 +249,17 @@ class PickleVm {
   PickleInfo info_;
   bool stopped_ = false;
   bool released_any_ = false;
-  bool drop_pages_ = false;
-  std::size_t dropped_upto_ = 0;
-  std::size_t next_drop_ = 0;
-  void drop_consumed_pages();
+  // The short str the typed path memoized last (compile_context's "N/A" in every entry).
+  const char* last_short_ = nullptr;
+  std::uint32_t last_short_size_ = 0;
+  std::uint32_t last_short_stored_ = 0;
+  std::optional<MappingPager> pager_;  // for a file mapping: release-behind, map-ahead
+  std::size_t next_advance_ = 0;
   void maybe_drop_pages() {
-    if (drop_pages_ && pos_ >= next_drop_) drop_consumed_pages();
+    if (pager_ && pos_ >= next_advance_) {
+      pager_->advance(pos_);
+      next_advance_ = pos_ + MappingPager::kStep / 4;
+    }
   }
 };
 

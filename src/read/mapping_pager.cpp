@@ -1,0 +1,80 @@
+// MappingPager: release-behind and map-ahead for a file mapping read once (see the header).
+#include "read/mapping_pager.h"
+
+#include <algorithm>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/parallel.h"
+
+namespace memsnap {
+namespace {
+constexpr std::size_t kAhead = 2 * MappingPager::kStep;  // mapped in advance of the reader
+constexpr std::size_t kBehind = MappingPager::kStep / 2;  // kept behind it (recent strings)
+}  // namespace
+
+MappingPager::MappingPager(const std::uint8_t* data, std::size_t size)
+    : data_(data), size_(size), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+  if (worker_count() > 1 && size_ > kAhead) worker_ = std::thread([this] { work(); });
+}
+
+MappingPager::~MappingPager() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  worker_.join();
+}
+
+void MappingPager::advance(std::size_t pos) {
+  if (!worker_.joinable()) {
+    release_before(pos);  // no second core: the reader's own page faults map the rest
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    target_ = pos;
+  }
+  changed_.notify_one();
+}
+
+void MappingPager::work() {
+  std::size_t done = ~std::size_t(0);
+  for (;;) {
+    std::size_t pos;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || target_ != done; });
+      if (stop_) return;
+      pos = done = target_;
+    }
+    populate_after(pos);
+    release_before(pos);
+  }
+}
+
+void MappingPager::release_before(std::size_t pos) {
+  if (pos < kBehind) return;
+  const std::size_t keep_from = (pos - kBehind) / page_ * page_;
+  if (keep_from <= released_upto_) return;
+  madvise(const_cast<std::uint8_t*>(data_) + released_upto_, keep_from - released_upto_, MADV_DONTNEED);
+  released_upto_ = keep_from;
+}
+
+void MappingPager::populate_after(std::size_t pos) {
+  const std::size_t from = std::max(populated_upto_, pos / page_ * page_);
+  const std::size_t to = std::min(size_, pos + kAhead);
+  if (to <= from) return;
+#ifdef MADV_POPULATE_READ
+  if (madvise(const_cast<std::uint8_t*>(data_) + from, to - from, MADV_POPULATE_READ) != 0)
+#endif
+  {
+    volatile std::uint8_t sink = 0;  // older kernels: touch one byte per page
+    for (std::size_t p = from; p < to; p += page_) sink = sink + data_[p];
+  }
+  populated_upto_ = to;
+}
+
+}  // namespace memsnap

@@ -1,0 +1,46 @@
+// MappingPager: manages the pages of a read-only file mapping that is read once from start to
+// end. Behind the reader, consumed pages are handed back (so resident memory does not grow with
+// the file); ahead of it, the next pages are mapped in advance. With a second core this runs on
+// its own thread, so the reader itself takes no page faults and pays for no unmapping.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+namespace memsnap {
+
+class MappingPager {
+ public:
+  MappingPager(const std::uint8_t* data, std::size_t size);
+  ~MappingPager();
+  MappingPager(const MappingPager&) = delete;
+  MappingPager& operator=(const MappingPager&) = delete;
+
+  // The reader has consumed everything before `pos`. Cheap: call it every few MiB.
+  void advance(std::size_t pos);
+
+  static constexpr std::size_t kStep = std::size_t(16) << 20;  // granularity of both directions
+
+ private:
+  void release_before(std::size_t pos);   // hands back pages well behind pos
+  void populate_after(std::size_t pos);   // maps the pages ahead of pos
+  void work();
+
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t page_;
+  std::size_t released_upto_ = 0;
+  std::size_t populated_upto_ = 0;
+
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t target_ = 0;  // latest position given to advance()
+  bool stop_ = false;
+};
+
+}  // namespace memsnap
