@@ -120,6 +120,7 @@ FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
   }
   if (v.index >= frame_cache_.size()) frame_cache_.resize(std::max<std::size_t>(v.index + 1, frame_cache_.size() * 2), 0);
   frame_cache_[v.index] = id + 1;
+  frame_cache_used_ = std::max<std::size_t>(frame_cache_used_, v.index + 1);
   return id;
 }
 
@@ -134,6 +135,7 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
   if (!scratch_.empty()) id = intern_stack();
   if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
   stack_cache_[v.index] = id + 1;
+  stack_cache_used_ = std::max<std::size_t>(stack_cache_used_, v.index + 1);
   return id;
 }
 
@@ -161,9 +163,15 @@ std::optional<Value> SnapshotBuilder::converted(std::uint64_t index) {
   return std::nullopt;
 }
 
+// Clears the cache entries of released containers: only up to the highest entry ever set.
 void SnapshotBuilder::released(std::uint64_t first) {
-  if (first < stack_cache_.size()) std::fill(stack_cache_.begin() + static_cast<std::ptrdiff_t>(first), stack_cache_.end(), 0);
-  if (first < frame_cache_.size()) std::fill(frame_cache_.begin() + static_cast<std::ptrdiff_t>(first), frame_cache_.end(), 0);
+  auto clear = [first](std::vector<std::uint32_t>& cache, std::size_t& used) {
+    if (first >= used) return;
+    std::fill(cache.begin() + static_cast<std::ptrdiff_t>(first), cache.begin() + static_cast<std::ptrdiff_t>(used), 0);
+    used = first;
+  };
+  clear(stack_cache_, stack_cache_used_);
+  clear(frame_cache_, frame_cache_used_);
 }
 
 void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {

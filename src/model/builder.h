@@ -83,6 +83,8 @@ class SnapshotBuilder final : public TraceEntrySink {
   std::unordered_multimap<std::uint64_t, StackId> stack_index_;
   std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
+  std::size_t frame_cache_used_ = 0;        // entries at or past these are all 0
+  std::size_t stack_cache_used_ = 0;
   std::vector<FrameId> scratch_;
   std::int64_t last_stream_ = 0;  // the stream of the previous event, and its id
   StreamId last_stream_id_ = 0;

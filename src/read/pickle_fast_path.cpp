@@ -375,48 +375,70 @@ template <bool kFrames>
     p += 3 + n;
     return true;
   }
-  return fast_value<kFrames>(p, v, allow_tuple);
+  std::size_t q = p;  // a copy, so that p itself never has its address taken (stays in a register)
+  const bool ok = fast_value<kFrames>(q, v, allow_tuple);
+  p = q;
+  return ok;
 }
 
 template <bool kFrames>
 bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
-  if (p < fast_limit_ && data_[p] == 0x94 && memo_.size() < limits::kMaxMemoEntries) {
+  const std::size_t limit = fast_limit_;
+  if (p < limit && data_[p] == 0x94 && memo_.size() < limits::kMaxMemoEntries) {
     memo_.push_released();  // the dict itself: PyTorch never refers to it again
     ++p;
-  } else if (!fast_memo<kFrames>(p, Value::released())) {
-    return false;
+  } else {
+    std::size_t q = p;
+    if (!fast_memo<kFrames>(q, Value::released())) return false;
+    p = q;
   }
   skip_frames<kFrames>(p);
   if (p >= fast_limit_ || data_[p] != '(') return false;
   ++p;
   const std::uint64_t generation = memo_.generation();
+  if (generation != key_bytes_generation_) {
+    for (KeyBytes& k : key_bytes_) k = KeyBytes{};
+    key_bytes_generation_ = generation;
+  }
   std::int64_t ints[5] = {};  // by TraceField: Addr, Size, Stream, Time
   unsigned seen = 0;          // bit per TraceField
   for (std::size_t position = 0;; ++position) {
     skip_frames<kFrames>(p);
-    if (p + 10 > fast_limit_) return false;  // every fixed-size opcode fits in 10 bytes
+    if (p + 10 > limit) return false;  // every fixed-size opcode fits in 10 bytes
     const std::uint8_t* d = data_ + p;
-    std::uint64_t index;
-    if (d[0] == 'h') {
-      index = d[1];
-      p += 2;
-    } else if (d[0] == 'j') {
-      std::uint32_t u;
-      std::memcpy(&u, d + 1, 4);
-      index = u;
-      p += 5;
-    } else if (d[0] == 'u') {
-      ++p;
-      break;
+    std::uint64_t word;
+    std::memcpy(&word, d, 8);
+    KeyBytes& known = key_bytes_[position % kKeySlots];
+    TraceField field;
+    if ((word & known.mask) == known.bytes) {  // the same key as at this position last time
+      field = known.field;
+      p += known.length;
     } else {
-      return false;
+      std::uint64_t index;
+      std::uint32_t length;
+      if (d[0] == 'h') {
+        index = d[1];
+        length = 2;
+      } else if (d[0] == 'j') {
+        std::uint32_t u;
+        std::memcpy(&u, d + 1, 4);
+        index = u;
+        length = 5;
+      } else if (d[0] == 'u') {
+        ++p;
+        break;
+      } else {
+        return false;
+      }
+      p += length;
+      const KeySlot& slot = key_slots_[position % kKeySlots];
+      field = slot.memo_index == index && slot.generation == generation ? slot.field : field_at(position, index);
+      const std::uint64_t mask = (std::uint64_t(1) << (8 * length)) - 1;
+      known = {word & mask, mask, length, field};
     }
-    const KeySlot& slot = key_slots_[position % kKeySlots];
-    const TraceField field =
-        slot.memo_index == index && slot.generation == generation ? slot.field : field_at(position, index);
     skip_frames<kFrames>(p);
-    if (p + 10 > fast_limit_) return false;
+    if (p + 10 > limit) return false;
     seen |= 1u << static_cast<unsigned>(field);
     switch (field) {
       case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time:

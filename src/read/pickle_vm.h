@@ -244,6 +244,15 @@ class PickleVm {
   };
   static constexpr std::size_t kKeySlots = 16;
   KeySlot key_slots_[kKeySlots];
+  // The exact bytes of the key opcode seen at each position ('h' i or 'j' iiii), compared as
+  // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
+  struct KeyBytes {
+    std::uint64_t bytes = 1, mask = 0;  // matches nothing until learned
+    std::uint32_t length = 0;
+    TraceField field = TraceField::Unknown;
+  };
+  KeyBytes key_bytes_[kKeySlots];
+  std::uint64_t key_bytes_generation_ = 0;
   std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
   std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
   PickleInfo info_;
