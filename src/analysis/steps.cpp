@@ -309,11 +309,13 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     else if (B[j] > 0 && B[j] - 1 < events.size() && events[B[j] - 1].has_time) time = events[B[j] - 1].time_us;
     table.time_us.push_back(time);
   }
-  std::unordered_map<std::size_t, std::size_t> series_of;  // site -> index in table.series
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> series_of;  // site -> index in table.series (kNone: none yet)
   std::vector<std::vector<std::int64_t>> dbytes, dblocks;
   auto series = [&](std::size_t site) -> std::size_t {
-    auto [it, inserted] = series_of.emplace(site, table.series.size());
-    if (inserted) {
+    if (site >= series_of.size()) series_of.resize(std::max(site + 1, series_of.size() * 2), kNone);
+    if (series_of[site] == kNone) {
+      series_of[site] = table.series.size();
       SiteSeries ss;
       ss.site = site;
       ss.allocs.assign(nb - 1, 0);
@@ -321,7 +323,7 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
       dbytes.emplace_back(nb + 1, 0);
       dblocks.emplace_back(nb + 1, 0);
     }
-    return it->second;
+    return series_of[site];
   };
   for (const Lifetime& l : lifetimes) {
     const std::size_t first =
