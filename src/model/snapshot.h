@@ -133,7 +133,7 @@ struct Snapshot {
   std::size_t stack_size(StackId s) const { return stack_offsets[s + 1] - stack_offsets[s]; }
   const FrameId* stack_begin(StackId s) const { return stack_frames.data() + stack_offsets[s]; }
   std::size_t stack_count() const { return stack_offsets.size() - 1; }
-  std::int64_t stream(const TraceEvent& e) const { return streams[e.stream_id]; }
+  std::int64_t stream(const TraceEvent& e) const { return e.stream_id < streams.size() ? streams[e.stream_id] : 0; }
   // The id of `stream`, added when new; throws InputError past kMaxStreams distinct streams.
   StreamId stream_id(std::int64_t stream);
   std::int64_t device_count() const;

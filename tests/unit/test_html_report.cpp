@@ -166,7 +166,14 @@ LoadedSnapshot synthetic_snapshot(std::size_t devices, std::size_t n, std::size_
     DeviceTrace& trace = s.device_traces.emplace_back();
     std::int64_t time = 1'713'558'427'000'000;
     auto push = [&](Action action, std::uint64_t addr, std::uint64_t size, StackId stack) {
-      trace.events.push_back({addr, size, time++, 0, stack, action, true});
+      TraceEvent e;
+      e.addr = addr;
+      e.size = size;
+      e.time_us = time++;
+      e.stack = stack;
+      e.action = action;
+      e.has_time = true;
+      trace.events.push_back(e);
     };
     const std::uint64_t base = (d + 1) << 44;
     const std::size_t allocs = (n - 4) / 2;
