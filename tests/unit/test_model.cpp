@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 #include <map>
 
 #include "analysis/totals.h"
@@ -357,6 +360,95 @@ TEST(Model, FastAndGenericTraceEntriesKeepFileOrder) {
       ASSERT_EQ(f.line, last_line) << i;
     }
     EXPECT_EQ(loaded.snapshot.unknown_keys.at("trace_entry.weird"), 8u);  // i = 5, 42, ..., 264
+  }
+}
+
+}  // namespace
+}  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+// A file large enough (about 48 MB) that the reader's pager thread maps ahead and releases
+// behind, and the event worker stores many batches for two devices; with a limit smaller than
+// device 1's trace, its ring wraps. Every event must arrive, in order, on the right device.
+TEST(Model, LargeFileThroughThePagerAndTheEventWorker) {
+  PickleWriter w(4);
+  std::uint32_t memo = 0;
+  auto put = [&] { w.memoize(); return memo++; };
+  constexpr int kPerDevice[2] = {300'000, 500'000};
+  w.dict(); put(); w.mark();
+  w.str("device_traces"); put();
+  w.list(); put(); w.mark();
+  std::uint32_t keys[7] = {}, actions[2] = {}, frames = 0;
+  bool first = true;
+  for (int d = 0; d < 2; ++d) {
+    w.list(); put();
+    for (int i = 0; i < kPerDevice[d]; ++i) {
+      if (i % 1000 == 0) w.mark();
+      w.dict(); put(); w.mark();
+      const char* names[7] = {"action", "addr", "size", "stream", "time_us", "frames", "compile_context"};
+      auto key = [&](int k) {
+        if (first) { w.str(names[k]); keys[k] = put(); }
+        else w.long_binget(keys[k]);
+      };
+      key(0);
+      if (first) {  // memoize both action strs, keep "alloc" (POP drops the other)
+        w.str("free_completed"); actions[1] = put(); w.op('0');
+        w.str("alloc"); actions[0] = put();
+      } else {
+        w.long_binget(actions[i % 2]);
+      }
+      key(1); w.integer(0x7f0000000000LL + (static_cast<long long>(i / 2) << 12));
+      key(2); w.integer(512 * (1 + i % 7));
+      key(3); w.integer(d == 1 && i % 3 == 0 ? 7 : 0);
+      key(4); w.integer(1'700'000'000'000'000LL + i);
+      key(6); w.str("N/A"); put();
+      key(5);
+      if (first) {
+        w.list(); frames = put(); w.mark();
+        w.dict(); put(); w.mark(); w.str("filename"); put(); w.str("/w/train.py"); put(); w.str("line"); put(); w.integer(9);
+        w.str("name"); put(); w.str("step"); put(); w.setitems();
+        w.appends();
+        first = false;
+      } else {
+        w.long_binget(frames);
+      }
+      w.setitems();
+      if (i % 1000 == 999 || i + 1 == kPerDevice[d]) w.appends();
+    }
+  }
+  w.appends();
+  w.setitems().stop();
+  ASSERT_GT(w.bytes().size(), 40u << 20) << "the file must be larger than the pager's read-ahead";
+  const auto path = std::filesystem::temp_directory_path() / ("memsnap_large_" + std::to_string(::getpid()) + ".pickle");
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(w.bytes().data()), static_cast<std::streamsize>(w.bytes().size()));
+  const auto loaded = load_snapshot(path.string(), {400'000});
+  std::filesystem::remove(path);
+  const Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.device_traces.size(), 2u);
+  const auto& d0 = s.device_traces[0];
+  const auto& d1 = s.device_traces[1];
+  EXPECT_EQ(d0.total, 300'000u);
+  EXPECT_EQ(d0.dropped, 0u);
+  ASSERT_EQ(d0.events.size(), 300'000u);
+  EXPECT_EQ(d1.total, 500'000u);
+  EXPECT_EQ(d1.dropped, 100'000u);
+  ASSERT_EQ(d1.events.size(), 400'000u);
+  for (std::size_t k = 0; k < d0.events.size(); ++k) {
+    const TraceEvent& e = d0.events[k];
+    ASSERT_EQ(e.time_us, 1'700'000'000'000'000LL + static_cast<std::int64_t>(k)) << k;
+    ASSERT_EQ(e.action, k % 2 ? Action::FreeCompleted : Action::Alloc) << k;
+    ASSERT_EQ(e.addr, 0x7f0000000000ull + ((k / 2) << 12)) << k;
+    ASSERT_EQ(e.size, 512u * (1 + k % 7)) << k;
+    ASSERT_EQ(s.stream(e), 0) << k;
+  }
+  for (std::size_t k = 0; k < d1.events.size(); ++k) {
+    const std::size_t i = k + 100'000;  // the newest 400,000 of device 1, oldest first
+    const TraceEvent& e = d1.events[k];
+    ASSERT_EQ(e.time_us, 1'700'000'000'000'000LL + static_cast<std::int64_t>(i)) << k;
+    ASSERT_EQ(s.stream(e), i % 3 == 0 ? 7 : 0) << k;
+    ASSERT_EQ(s.frames[s.stack_begin(e.stack)[0]].line, 9) << k;
   }
 }
 
