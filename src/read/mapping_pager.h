@@ -4,7 +4,6 @@
 // its own thread, so the reader itself takes no page faults and pays for no unmapping.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>

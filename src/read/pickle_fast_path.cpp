@@ -3,6 +3,55 @@
 
 namespace memsnap::pickle_vm {
 
+namespace {
+
+// BININT1, BININT2, BININT or LONG1 of at most 8 bytes at d (10 readable bytes); false otherwise.
+inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
+  switch (d[0]) {
+    case 'K': out = d[1]; p += 2; return true;
+    case 'M': out = d[1] | d[2] << 8; p += 3; return true;
+    case 'J': {
+      std::int32_t v;
+      std::memcpy(&v, d + 1, 4);
+      out = v;
+      p += 5;
+      return true;
+    }
+    case 0x8a: {
+      const std::size_t n = d[1];
+      if (n > 8) return false;
+      std::uint64_t v;
+      std::memcpy(&v, d + 2, 8);
+      if (n == 0) v = 0;
+      else if (n < 8) {
+        v &= (std::uint64_t(1) << (8 * n)) - 1;
+        if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
+      }
+      out = static_cast<std::int64_t>(v);
+      p += 2 + n;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// BINGET or LONG_BINGET at d (5 readable bytes): its length with the index in `index`, else 0.
+inline std::size_t memo_ref(const std::uint8_t* d, std::uint64_t& index) {
+  if (d[0] == 'h') {
+    index = d[1];
+    return 2;
+  }
+  if (d[0] == 'j') {
+    std::uint32_t u;
+    std::memcpy(&u, d + 1, 4);
+    index = u;
+    return 5;
+  }
+  return 0;
+}
+
+}  // namespace
+
 // ---- fast path for trace entries ----
 // Inside a streamed device_traces batch, a trace entry dict of PyTorch's shape (scalar values,
 // strings, memo references, a (pool) 2-tuple, a frames list of memo references) is decoded
@@ -215,31 +264,10 @@ bool PickleVm::fast_scalar_or_value(std::size_t& p, Value& out) {
   const std::size_t start = p;
   const std::uint8_t* d = data_ + p;
   if (p + 10 <= fast_limit_) {
-    switch (d[0]) {
-      case 'K': out = Value::integer(d[1]); p += 2; break;
-      case 'J': {
-        std::int32_t v;
-        std::memcpy(&v, d + 1, 4);
-        out = Value::integer(v);
-        p += 5;
-        break;
-      }
-      case 0x8a: {
-        const std::size_t n = d[1];
-        if (n == 0 || n > 8) return fast_value<kFrames>(p, out);
-        std::uint64_t v;
-        std::memcpy(&v, d + 2, 8);
-        if (n < 8) {
-          v &= (std::uint64_t(1) << (8 * n)) - 1;
-          if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
-        }
-        out = Value::integer(static_cast<std::int64_t>(v));
-        p += 2 + n;
-        break;
-      }
-      case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
-      default: return fast_value<kFrames>(p, out);
-    }
+    std::int64_t n;
+    if (d[0] == 'h' || d[0] == 'j') return fast_memo_get<kFrames>(p, out);
+    if (!read_small_int(d, p, n)) return fast_value<kFrames>(p, out);
+    out = Value::integer(n);
     // A scalar followed by another scalar starts a 2-tuple: let fast_value take it.
     if (p >= fast_limit_) return true;
     const std::uint8_t next = data_[p];
@@ -293,85 +321,36 @@ bool PickleVm::fast_entry() {
 // ---- typed fast path ----
 // Nearly every entry has PyTorch's exact shape: memo-referenced keys in a fixed order, small
 // ints, a memoized action str, a memo-referenced (or new) frames list. typed_entry decodes such
-// an entry straight into TraceFields: keys are recognised by memo index and position, ints are
+// an entry straight into TraceFields: keys are recognised by their opcode bytes at each position, ints are
 // read in place, and nothing is built for the values memsnap ignores beyond what the memo needs.
 // Anything else (an unknown key, a value of another type, a negative size) gives up before the
 // sink sees anything, and fast_entry or the generic path reports it properly.
 
-TraceField PickleVm::field_at(std::size_t position, std::uint64_t memo_index) {
-  KeySlot& slot = key_slots_[position % kKeySlots];
-  if (slot.memo_index == memo_index && slot.generation == memo_.generation()) return slot.field;
+// What the str at memo_index means as a trace-entry key (Unknown when it is not a str).
+TraceField PickleVm::field_of_key(std::uint64_t memo_index) {
   if (memo_index >= memo_.size() || memo_[memo_index].kind != Kind::Str) return TraceField::Unknown;
-  const TraceField field = sink_->trace_field(memo_[memo_index].str());
-  slot = {memo_index, memo_.generation(), field};
-  return field;
+  return sink_->trace_field(memo_[memo_index].str());
 }
 
-namespace {
-
-// BININT1, BININT2, BININT or LONG1 of at most 8 bytes at d (10 readable bytes); false otherwise.
-inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
-  switch (d[0]) {
-    case 'K': out = d[1]; p += 2; return true;
-    case 'M': out = d[1] | d[2] << 8; p += 3; return true;
-    case 'J': {
-      std::int32_t v;
-      std::memcpy(&v, d + 1, 4);
-      out = v;
-      p += 5;
-      return true;
-    }
-    case 0x8a: {
-      const std::size_t n = d[1];
-      if (n > 8) return false;
-      std::uint64_t v;
-      std::memcpy(&v, d + 2, 8);
-      if (n == 0) v = 0;
-      else if (n < 8) {
-        v &= (std::uint64_t(1) << (8 * n)) - 1;
-        if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
-      }
-      out = static_cast<std::int64_t>(v);
-      p += 2 + n;
-      return true;
-    }
-    default: return false;
-  }
-}
-
-}  // namespace
 
 // A str, memo reference or anything else fast_value takes, for the action, frames and ignored
 // fields. Memoized short strs (compile_context's "N/A") and memo references are the usual case.
 template <bool kFrames>
 [[gnu::always_inline]] inline bool PickleVm::typed_value(std::size_t& p, Value& v, bool allow_tuple) {
   const std::uint8_t* d = data_ + p;  // 10 readable bytes
-  if (d[0] == 'h' || d[0] == 'j') {
-    std::uint64_t index = d[1];
-    if (d[0] == 'j') {
-      std::uint32_t u;
-      std::memcpy(&u, d + 1, 4);
-      index = u;
-    }
+  std::uint64_t index;
+  if (const std::size_t length = memo_ref(d, index)) {
     if (index >= memo_.size()) return false;
     v = memo_[index];
     if (v.kind == Kind::Released) return false;
-    p += d[0] == 'h' ? 2 : 5;
+    p += length;
     return true;
   }
   if (d[0] == 0x8c && p + 3 + d[1] <= fast_limit_ && d[2 + d[1]] == 0x94) {
     const std::uint32_t n = d[1];
-    v = Value::string(reinterpret_cast<const char*>(d + 2), n);
     if (memo_.size() >= limits::kMaxMemoEntries) return false;
-    if (n == last_short_size_ && n <= 8 && std::memcmp(last_short_, d + 2, n) == 0) {
-      v.s = last_short_;  // equal bytes: the same memo value (its str stays where it was first read)
-      memo_.push_stored(last_short_stored_);
-    } else {
-      last_short_stored_ = memo_.push_back(v);
-      if (memo_[memo_.size() - 1].s != v.s) v.s = memo_[memo_.size() - 1].s;  // deduplicated by the memo
-      last_short_ = v.s;
-      last_short_size_ = n;
-    }
+    memo_.push_back(Value::string(reinterpret_cast<const char*>(d + 2), n));
+    v = memo_[memo_.size() - 1];  // an equal str memoized before is shared (its bytes stay where first read)
     p += 3 + n;
     return true;
   }
@@ -414,28 +393,17 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     if ((word & known.mask) == known.bytes) {  // the same key as at this position last time
       field = known.field;
       p += known.length;
+    } else if (d[0] == 'u') {
+      ++p;
+      break;
     } else {
       std::uint64_t index;
-      std::uint32_t length;
-      if (d[0] == 'h') {
-        index = d[1];
-        length = 2;
-      } else if (d[0] == 'j') {
-        std::uint32_t u;
-        std::memcpy(&u, d + 1, 4);
-        index = u;
-        length = 5;
-      } else if (d[0] == 'u') {
-        ++p;
-        break;
-      } else {
-        return false;
-      }
+      const std::size_t length = memo_ref(d, index);
+      if (length == 0) return false;
       p += length;
-      const KeySlot& slot = key_slots_[position % kKeySlots];
-      field = slot.memo_index == index && slot.generation == generation ? slot.field : field_at(position, index);
+      field = field_of_key(index);
       const std::uint64_t mask = (std::uint64_t(1) << (8 * length)) - 1;
-      known = {word & mask, mask, length, field};
+      known = {word & mask, mask, static_cast<std::uint32_t>(length), field};
     }
     skip_frames<kFrames>(p);
     if (p + 10 > limit) return false;
@@ -513,7 +481,7 @@ void PickleVm::continue_fast_entries() {
     if (p < size_ && data_[p] == 0x95) skip_frames_slow(p);
     if (p >= size_ || data_[p] != '}') return;
     pos_ = p;
-    maybe_drop_pages();
+    advance_pager();
     op_pos_ = p;
     op_ = '}';
     pos_ = p + 1;

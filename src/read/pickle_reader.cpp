@@ -8,8 +8,6 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <string>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <vector>
 
 #include "base/error.h"
@@ -137,10 +135,10 @@ PickleInfo PickleVm::run() {
   if (size_ < 2 || data_[0] != 0x80) {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
-  maybe_drop_pages();
+  advance_pager();
   while (!stopped_) {
     if (pos_ >= size_) truncated();
-    maybe_drop_pages();
+    advance_pager();
     op_pos_ = pos_;
     op_ = data_[pos_++];
     dispatch();

@@ -36,15 +36,8 @@ class Memo {
   Memo() { values_.push_back(Value::released()); }
   std::size_t size() const { return slots_.size(); }
   const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
-  // Returns the value's index in the value table (for push_stored).
-  std::uint32_t push_back(const Value& v) {
-    const std::uint32_t stored = store(v);
-    slots_.push_back(stored);
-    return stored;
-  }
+  void push_back(const Value& v) { slots_.push_back(store(v)); }
   void push_released() { slots_.push_back(0); }
-  // Another slot for a value pushed before (its index from push_back).
-  void push_stored(std::uint32_t stored) { slots_.push_back(stored); }
   void set(std::size_t i, const Value& v) {
     if (values_[slots_[i]].kind == Kind::Str) ++generation_;
     slots_[i] = store(v);
@@ -61,11 +54,13 @@ class Memo {
   std::uint32_t store(const Value& v) {
     if (v.kind == Kind::Released) return 0;
     if (v.kind == Kind::Str && v.aux <= 32) {
+      // The str stored last first: a snapshot repeats one ("N/A") in every trace entry.
+      if (last_short_ && values_[last_short_].aux == v.aux && same_bytes(values_[last_short_].s, v.s, v.aux)) return last_short_;
       std::uint64_t h = 0xcbf29ce484222325ull;
       for (std::uint32_t k = 0; k < v.aux; ++k) h = (h ^ static_cast<std::uint8_t>(v.s[k])) * 0x100000001b3ull;
       std::uint32_t& cached = short_strings_[h & 255];
-      if (cached && values_[cached].aux == v.aux && same_bytes(values_[cached].s, v.s, v.aux)) return cached;
-      cached = append(v);
+      if (!cached || values_[cached].aux != v.aux || !same_bytes(values_[cached].s, v.s, v.aux)) cached = append(v);
+      last_short_ = cached;
       return cached;
     }
     return append(v);
@@ -86,6 +81,7 @@ class Memo {
   BigVector<std::uint32_t> slots_;
   std::vector<Value> values_;
   std::uint32_t short_strings_[256] = {};
+  std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;
 };
 
@@ -203,7 +199,7 @@ class PickleVm {
   bool typed_entry();
   template <bool kFrames>
   bool typed_entry_fields(std::size_t& p, TraceFields& fields);
-  TraceField field_at(std::size_t position, std::uint64_t memo_index);
+  TraceField field_of_key(std::uint64_t memo_index);
   template <bool kFrames>
   bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
   template <bool kFrames>
@@ -236,14 +232,6 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   std::vector<Value> fast_frames_;
-  // What the key at each position of a trace entry meant last time, by memo index.
-  struct KeySlot {
-    std::uint64_t memo_index = ~std::uint64_t(0);
-    std::uint64_t generation = 0;
-    TraceField field = TraceField::Unknown;
-  };
-  static constexpr std::size_t kKeySlots = 16;
-  KeySlot key_slots_[kKeySlots];
   // The exact bytes of the key opcode seen at each position ('h' i or 'j' iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {
@@ -251,6 +239,7 @@ class PickleVm {
     std::uint32_t length = 0;
     TraceField field = TraceField::Unknown;
   };
+  static constexpr std::size_t kKeySlots = 16;
   KeyBytes key_bytes_[kKeySlots];
   std::uint64_t key_bytes_generation_ = 0;
   std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
@@ -258,13 +247,9 @@ class PickleVm {
   PickleInfo info_;
   bool stopped_ = false;
   bool released_any_ = false;
-  // The short str the typed path memoized last (compile_context's "N/A" in every entry).
-  const char* last_short_ = nullptr;
-  std::uint32_t last_short_size_ = 0;
-  std::uint32_t last_short_stored_ = 0;
   std::optional<MappingPager> pager_;  // for a file mapping: release-behind, map-ahead
   std::size_t next_advance_ = 0;
-  void maybe_drop_pages() {
+  void advance_pager() {
     if (pager_ && pos_ >= next_advance_) {
       pager_->advance(pos_);
       next_advance_ = pos_ + MappingPager::kStep / 4;
