@@ -20,15 +20,7 @@ std::int64_t delta(const TraceEvent& e) {
 // Requested bytes of the blocks live at the end (active or pending free) on `device`.
 std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
   std::int64_t live = 0;
-  for (const Segment& seg : s.segments) {
-    if (seg.device != device) continue;
-    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
-      const Block& b = s.blocks[seg.first_block + i];
-      if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree) {
-        live += static_cast<std::int64_t>(b.requested_size);
-      }
-    }
-  }
+  s.for_each_live_block(device, [&](const Block& b) { live += static_cast<std::int64_t>(b.requested_size); });
   return live;
 }
 
@@ -114,16 +106,11 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   }
   close_run();
   // Blocks live at the end that the window never allocated, in segment order.
-  for (const Segment& seg : s.segments) {
-    if (seg.device != t.device) continue;
-    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
-      const Block& b = s.blocks[seg.first_block + i];
-      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
-      if (open.contains(b.address)) continue;
-      lifetimes.push_back({kBeforeWindow, kStillLive, b.requested_size, b.stack, kNoStack});
-      ++t.live_from_before_window;
-    }
-  }
+  s.for_each_live_block(t.device, [&](const Block& b) {
+    if (open.contains(b.address)) return;
+    lifetimes.push_back({kBeforeWindow, kStillLive, b.requested_size, b.stack, kNoStack});
+    ++t.live_from_before_window;
+  });
   std::set<std::int64_t> streams;
   auto pending = [&](std::size_t request) {
     const TraceEvent& e = events[request];

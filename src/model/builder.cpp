@@ -266,10 +266,8 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   e.has_time = f.has_time;
   e.stack = f.frames.kind == Kind::Interned && f.frames.aux == kStackTag ? static_cast<StackId>(f.frames.u)
                                                                           : stack_of(f.frames, doc, "a trace entry's frames");
-  add_event(device, e);
+  events_.add(device, e);
 }
-
-void SnapshotBuilder::add_event(std::size_t device, const TraceEvent& e) { events_.add(device, e); }
 
 Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
   scratch_.clear();

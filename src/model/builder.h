@@ -59,7 +59,6 @@ class SnapshotBuilder final : public TraceEntrySink {
   void read_annotations(const Value& list, const Document& doc);
   void count_unknown(const char* object, std::string_view key);
   TraceField trace_key(const Value& key);
-  void add_event(std::size_t device, const TraceEvent& event);
   struct KeyCacheEntry {
     const char* data = nullptr;
     std::uint32_t size = 0;

@@ -133,6 +133,18 @@ struct Snapshot {
   std::size_t stack_size(StackId s) const { return stack_offsets[s + 1] - stack_offsets[s]; }
   const FrameId* stack_begin(StackId s) const { return stack_frames.data() + stack_offsets[s]; }
   std::size_t stack_count() const { return stack_offsets.size() - 1; }
+  // Calls fn(block) for each block of `device` live at the end (active or pending free), in
+  // segment order.
+  template <typename Fn>
+  void for_each_live_block(std::int64_t device, Fn&& fn) const {
+    for (const Segment& seg : segments) {
+      if (seg.device != device) continue;
+      for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < blocks.size(); ++i) {
+        const Block& b = blocks[seg.first_block + i];
+        if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree) fn(b);
+      }
+    }
+  }
   std::int64_t stream(const TraceEvent& e) const { return e.stream_id < streams.size() ? streams[e.stream_id] : 0; }
   // The id of `stream`, added when new; throws InputError past kMaxStreams distinct streams.
   StreamId stream_id(std::int64_t stream);

@@ -200,16 +200,11 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
     }
   }
   std::vector<std::int64_t> end;
-  for (const Segment& seg : s.segments) {
-    if (seg.device != t.device) continue;
-    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
-      const Block& b = s.blocks[seg.first_block + i];
-      if (b.state != BlockState::ActiveAllocated && b.state != BlockState::ActivePendingFree) continue;
-      const std::uint32_t id = sites.of_stack(b.stack);
-      grow(end);
-      end[id] += static_cast<std::int64_t>(b.requested_size);
-    }
-  }
+  s.for_each_live_block(t.device, [&](const Block& b) {
+    const std::uint32_t id = sites.of_stack(b.stack);
+    grow(end);
+    end[id] += static_cast<std::int64_t>(b.requested_size);
+  });
   grow(delta);
   grow(end);
   std::vector<std::int64_t> cur(sites.size()), most(sites.size());
