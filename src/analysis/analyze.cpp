@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <future>
 #include <map>
 
 #include "base/format_bytes.h"
@@ -45,18 +44,13 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
-  a.totals = compute_totals(s);
   a.trace = summarize_trace(s);
-  // The OOM layout replay is independent of the timelines: it runs on a second core.
-  auto ooms = std::async(std::launch::async, [&s, &a] {
-    PhaseTimer t("ooms (second thread)");
-    return analyze_ooms(s, a.trace);
-  });
   a.sites = attribute(s, live_blocks(s));
   {
     PhaseTimer t("timelines");
     a.timelines = build_timelines(s);
   }
+  a.totals = compute_totals(s, a.timelines);
   for (const auto& t : a.timelines) a.trace.pending_free_requests += t.pending_requests;
   std::int64_t best = -1;
   for (const auto& t : a.timelines) {
@@ -67,7 +61,10 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     }
   }
   a.pools = free_by_pool_and_stream(s);
-  a.ooms = ooms.get();
+  {
+    PhaseTimer t("ooms");
+    a.ooms = analyze_ooms(s, a.trace, a.timelines);
+  }
   a.sites_at_oom.resize(a.ooms.size());
   std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
   for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);

@@ -57,12 +57,12 @@ struct Gap {
   std::size_t segment = 0;  // ordinal of its segment in address order
 };
 
-std::vector<Gap> gaps_of(const LayoutReplay& replay) {
+std::vector<Gap> gaps_of(const DeviceLayout& replay) {
   std::vector<Gap> out;
   std::size_t ordinal = 0;
   std::uint64_t current = kMax;
-  replay.for_each_piece([&](std::uint64_t start, const LayoutReplay::Range& r, std::uint64_t from, std::uint64_t to,
-                            const LayoutReplay::Live* live) {
+  replay.for_each_piece([&](std::uint64_t start, const DeviceLayout::Range& r, std::uint64_t from, std::uint64_t to,
+                            const DeviceLayout::Live* live) {
     if (start != current) {
       if (current != kMax) ++ordinal;
       current = start;
@@ -73,7 +73,7 @@ std::vector<Gap> gaps_of(const LayoutReplay& replay) {
 }
 
 // Totals of a replayed layout from its gaps.
-Layout summarize(const LayoutReplay& replay, const std::vector<Gap>& gaps) {
+Layout summarize(const DeviceLayout& replay, const std::vector<Gap>& gaps) {
   Layout l;
   l.replayed = true;
   l.reserved = replay.reserved();
@@ -245,9 +245,12 @@ std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot) {
 
 Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t event_index) {
   if (!has_events(snapshot, device)) return final_layout(snapshot, device);
-  LayoutReplay replay(snapshot, device);
-  replay.undo_from(event_index);
-  return summarize(replay, gaps_of(replay));
+  for (const DeviceTimeline& t : build_timelines(snapshot)) {
+    if (t.device != device) continue;
+    const DeviceLayout layout = std::move(layouts_before(snapshot, t, {event_index}).front());
+    return summarize(layout, gaps_of(layout));
+  }
+  return final_layout(snapshot, device);
 }
 
 const char* oom_verdict_name(OomVerdict v) {
@@ -259,24 +262,28 @@ const char* oom_verdict_name(OomVerdict v) {
   return "unclear";
 }
 
-// One backwards replay per device, visiting that device's OOMs from the newest to the oldest.
-std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace) {
+// Per device, the layouts before its OOMs from the segment events and the lifetimes.
+std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
+                                      const std::vector<DeviceTimeline>& timelines) {
   std::vector<OomAnalysis> out(trace.ooms.size());
   std::map<std::int64_t, std::vector<std::size_t>> by_device;  // device -> positions in trace.ooms
   for (std::size_t k = 0; k < trace.ooms.size(); ++k) by_device[trace.ooms[k].device].push_back(k);
   const std::uint64_t max_split = max_split_bytes(snapshot);
-  for (auto& [device, positions] : by_device) {
-    std::sort(positions.begin(), positions.end(),
-              [&](std::size_t x, std::size_t y) { return trace.ooms[x].index > trace.ooms[y].index; });
-    LayoutReplay replay(snapshot, device);
-    const bool replayed = has_events(snapshot, device);
-    for (std::size_t k : positions) {
-      const OomEvent& oom = trace.ooms[k];
-      replay.undo_from(oom.index);
-      const std::vector<Gap> gaps = gaps_of(replay);
-      Layout layout = summarize(replay, gaps);
-      layout.replayed = replayed;
-      out[k] = analyze_one(oom, layout, gaps, max_split);
+  for (const auto& [device, positions] : by_device) {
+    const auto timeline = std::find_if(timelines.begin(), timelines.end(), [&, d = device](const DeviceTimeline& t) { return t.device == d; });
+    std::vector<DeviceLayout> layouts;
+    if (timeline != timelines.end()) {
+      std::vector<std::size_t> indices;
+      for (std::size_t k : positions) indices.push_back(trace.ooms[k].index);
+      layouts = layouts_before(snapshot, *timeline, indices);
+    } else {
+      layouts.assign(positions.size(), final_device_layout(snapshot, device));
+    }
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      const std::vector<Gap> gaps = gaps_of(layouts[i]);
+      Layout layout = summarize(layouts[i], gaps);
+      layout.replayed = timeline != timelines.end();
+      out[positions[i]] = analyze_one(trace.ooms[positions[i]], layout, gaps, max_split);
     }
   }
   return out;

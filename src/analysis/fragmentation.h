@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/timeline.h"
 #include "analysis/trace_summary.h"
 #include "model/snapshot.h"
 
@@ -64,6 +65,9 @@ struct OomAnalysis {
   std::string reason;                         // one sentence citing the numbers
 };
 
-std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace);
+// One analysis per entry of trace.ooms, from the layouts before them (the timelines of their
+// devices; the final state for a device without one).
+std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
+                                      const std::vector<DeviceTimeline>& timelines);
 
 }  // namespace memsnap

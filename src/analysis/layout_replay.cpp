@@ -1,6 +1,6 @@
-// Backwards replay of one device's layout: undo alloc / free_completed on live blocks and
-// segment_alloc / segment_free / segment_map / segment_unmap on the reserved ranges. Broken
-// traces (unknown addresses, overlaps) are tolerated: nothing here can loop or overflow.
+// Backwards replay of one device's layout: segment_alloc / segment_free / segment_map /
+// segment_unmap undone on the reserved ranges, live blocks from the lifetimes. Broken traces
+// (unknown addresses, overlaps) are tolerated: nothing here can loop or overflow.
 #include "analysis/layout_replay.h"
 
 #include <algorithm>
@@ -14,6 +14,133 @@ namespace {
 
 constexpr std::uint64_t kSmallBuffer = 2097152;  // small-pool segment size
 
+using Range = DeviceLayout::Range;
+using Ranges = std::map<std::uint64_t, Range>;
+
+// The reserved ranges of one device, walked backwards through its segment events.
+class SegmentReplay {
+ public:
+  SegmentReplay(const Snapshot& s, const DeviceTimeline& t, Ranges final_ranges)
+      : s_(s), t_(t), final_(final_ranges), segs_(std::move(final_ranges)), next_(t.segment_events.size()) {}
+
+  // Undoes the segment events with index >= `index` (only moves backwards).
+  const Ranges& before(std::size_t index) {
+    const TraceEvents& events = s_.device_traces[static_cast<std::size_t>(t_.device)].events;
+    while (next_ > 0 && t_.segment_events[next_ - 1] >= index) undo(events[t_.segment_events[--next_]]);
+    return segs_;
+  }
+
+ private:
+  void undo(const TraceEvent& e) {
+    switch (e.action) {
+      case Action::SegmentAlloc:
+        if (segs_.erase(e.addr) == 0) carve(e.addr, saturating_add(e.addr, e.size));
+        break;
+      case Action::SegmentMap:
+        carve(e.addr, saturating_add(e.addr, e.size));
+        break;
+      case Action::SegmentFree:
+        restore(e, false);
+        break;
+      case Action::SegmentUnmap:
+        restore(e, true);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // Inserts a non-empty range; on a duplicate base address the longer range wins.
+  void insert(std::uint64_t addr, const Range& r) {
+    if (r.end <= addr) return;
+    auto [it, inserted] = segs_.emplace(addr, r);
+    if (!inserted && r.end > it->second.end) it->second = r;
+  }
+
+  // Removes [begin, end) from every range overlapping it, keeping the pieces outside it.
+  void carve(std::uint64_t begin, std::uint64_t end) {
+    if (begin >= end) return;
+    auto it = segs_.upper_bound(begin);
+    if (it != segs_.begin() && std::prev(it)->second.end > begin) --it;
+    while (it != segs_.end() && it->first < end) {
+      const std::uint64_t start = it->first;
+      const Range r = it->second;
+      it = segs_.erase(it);
+      if (start < begin) insert(start, {begin, r.stream, r.is_large});
+      if (r.end > end) insert(end, {r.end, r.stream, r.is_large});
+    }
+  }
+
+  // Pool of a restored range: the final segment containing it, else by size (small = 2 MiB).
+  bool guess_large(std::uint64_t addr, std::uint64_t size) const {
+    auto it = final_.upper_bound(addr);
+    if (it != final_.begin() && addr < std::prev(it)->second.end) return std::prev(it)->second.is_large;
+    return size > kSmallBuffer;
+  }
+
+  // Adds a freed/unmapped range back; for unmaps merges it with same-stream neighbours.
+  void restore(const TraceEvent& e, bool merge) {
+    const std::uint64_t end = saturating_add(e.addr, e.size);
+    if (end <= e.addr) return;
+    carve(e.addr, end);
+    const std::int64_t stream = s_.stream(e);
+    Range r{end, stream, guess_large(e.addr, e.size)};
+    if (merge) {
+      if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == stream) {
+        r.end = right->second.end;
+        r.is_large = right->second.is_large;
+        segs_.erase(right);
+      }
+      auto left = segs_.lower_bound(e.addr);
+      if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == stream) {
+        std::prev(left)->second.end = r.end;
+        return;
+      }
+    }
+    insert(e.addr, r);
+  }
+
+  const Snapshot& s_;
+  const DeviceTimeline& t_;
+  const Ranges final_;  // the final segments, for the pool of restored ranges
+  Ranges segs_;
+  std::size_t next_;  // segment_events[next_ ..] are undone
+};
+
+Ranges final_ranges(const Snapshot& s, std::int64_t device) {
+  Ranges out;
+  for (const Segment& seg : s.segments) {
+    if (seg.device != device) continue;
+    const Range r{saturating_add(seg.address, seg.total_size), seg.stream, seg.is_large};
+    if (r.end <= seg.address) continue;
+    auto [it, inserted] = out.emplace(seg.address, r);
+    if (!inserted && r.end > it->second.end) it->second = r;
+  }
+  return out;
+}
+
+void sort_by_address(std::vector<std::pair<std::uint64_t, DeviceLayout::Live>>& live) {
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+// A lifetime as a live block: blocks live at the end are the snapshot's own (their rounded size
+// and stack); blocks freed later occupy their rounded request. False for an allocation the
+// trace leaves open that the final state does not hold (a broken trace).
+bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime,
+                std::pair<std::uint64_t, DeviceLayout::Live>& out) {
+  const Lifetime& l = t.lifetimes[lifetime];
+  if (l.free == kStillLive) {
+    const Block* b = final_block_of(s, t, lifetime);
+    if (!b) return false;
+    out = {b->address, {b->requested_size, b->size, b->stack}};
+    return true;
+  }
+  const TraceEvents& events = s.device_traces[static_cast<std::size_t>(t.device)].events;
+  const std::uint64_t addr = l.alloc != kBeforeWindow ? events[l.alloc].addr : events[l.free].addr;
+  out = {addr, {l.size, round_request(l.size), allocating_stack(l)}};
+  return true;
+}
+
 }  // namespace
 
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
@@ -21,123 +148,47 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
   return a > kMax - b ? kMax : a + b;
 }
 
-LayoutReplay::LayoutReplay(const Snapshot& s, std::int64_t device) {
-  static const TraceEvents kNone;
-  const bool has_trace = device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size();
-  events_ = has_trace ? &s.device_traces[static_cast<std::size_t>(device)].events : &kNone;
-  streams_ = &s.streams;
-  cursor_ = events_->size();
-  for (const Segment& seg : s.segments) {
-    if (seg.device != device) continue;
-    insert_range(seg.address, {saturating_add(seg.address, seg.total_size), seg.stream, seg.is_large});
-    const std::size_t first = std::min<std::size_t>(seg.first_block, s.blocks.size());
-    const std::size_t last = std::min<std::size_t>(first + seg.block_count, s.blocks.size());
-    for (std::size_t i = first; i < last; ++i) {
-      const Block& b = s.blocks[i];
-      if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree) {
-        live_[b.address] = {b.requested_size, b.size, b.stack};
-      }
-    }
-  }
-  final_ = segs_;
+std::uint64_t DeviceLayout::reserved() const {
+  std::uint64_t total = 0;
+  for (const auto& [start, r] : segments) total = saturating_add(total, r.end - start);
+  return total;
 }
 
-void LayoutReplay::undo_from(std::size_t index) {
-  while (cursor_ > index) undo((*events_)[--cursor_]);
+std::uint64_t DeviceLayout::allocated() const {
+  std::uint64_t total = 0;
+  for (const auto& [addr, b] : live) total = saturating_add(total, b.requested);
+  return total;
 }
 
-std::vector<std::pair<std::uint64_t, LayoutReplay::Live>> LayoutReplay::sorted_live() const {
-  std::vector<std::pair<std::uint64_t, Live>> out(live_.begin(), live_.end());
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+DeviceLayout final_device_layout(const Snapshot& s, std::int64_t device) {
+  DeviceLayout out;
+  out.segments = final_ranges(s, device);
+  s.for_each_live_block(device, [&](const Block& b) { out.live.push_back({b.address, {b.requested_size, b.size, b.stack}}); });
+  sort_by_address(out.live);
   return out;
 }
 
-std::uint64_t LayoutReplay::reserved() const {
-  std::uint64_t total = 0;
-  for (const auto& [start, r] : segs_) total = saturating_add(total, r.end - start);
-  return total;
-}
-
-std::uint64_t LayoutReplay::allocated() const {
-  std::uint64_t total = 0;
-  for (const auto& [addr, b] : live_) total = saturating_add(total, b.requested);
-  return total;
-}
-
-// Undoes one event exactly like MemoryViz; unknown addresses are ignored.
-void LayoutReplay::undo(const TraceEvent& e) {
-  switch (e.action) {
-    case Action::Alloc:
-      live_.erase(e.addr);
-      break;
-    case Action::FreeCompleted:
-      live_[e.addr] = {e.size, round_request(e.size), e.stack};
-      break;
-    case Action::SegmentAlloc:
-      if (segs_.erase(e.addr) == 0) carve(e.addr, saturating_add(e.addr, e.size));
-      break;
-    case Action::SegmentMap:
-      carve(e.addr, saturating_add(e.addr, e.size));
-      break;
-    case Action::SegmentFree:
-      restore_segment(e, false);
-      break;
-    case Action::SegmentUnmap:
-      restore_segment(e, true);
-      break;
-    default:
-      break;  // free_requested, oom, snapshot, annotations: no layout change
-  }
-}
-
-// Inserts a non-empty range; on a duplicate base address the longer range wins.
-void LayoutReplay::insert_range(std::uint64_t addr, const Range& r) {
-  if (r.end <= addr) return;
-  auto [it, inserted] = segs_.emplace(addr, r);
-  if (!inserted && r.end > it->second.end) it->second = r;
-}
-
-// Removes [begin, end) from every range overlapping it, keeping the pieces outside it.
-void LayoutReplay::carve(std::uint64_t begin, std::uint64_t end) {
-  if (begin >= end) return;
-  auto it = segs_.upper_bound(begin);
-  if (it != segs_.begin() && std::prev(it)->second.end > begin) --it;
-  while (it != segs_.end() && it->first < end) {
-    const std::uint64_t start = it->first;
-    const Range r = it->second;
-    it = segs_.erase(it);
-    if (start < begin) insert_range(start, {begin, r.stream, r.is_large});
-    if (r.end > end) insert_range(end, {r.end, r.stream, r.is_large});
-  }
-}
-
-// Pool of a restored range: the final segment containing it, else by size (small = 2 MiB).
-bool LayoutReplay::guess_large(std::uint64_t addr, std::uint64_t size) const {
-  auto it = final_.upper_bound(addr);
-  if (it != final_.begin() && addr < std::prev(it)->second.end) return std::prev(it)->second.is_large;
-  return size > kSmallBuffer;
-}
-
-// Adds a freed/unmapped range back; for unmaps merges it with same-stream neighbours.
-void LayoutReplay::restore_segment(const TraceEvent& e, bool merge) {
-  const std::uint64_t end = saturating_add(e.addr, e.size);
-  if (end <= e.addr) return;
-  carve(e.addr, end);
-  const std::int64_t stream = (*streams_)[e.stream_id];
-  Range r{end, stream, guess_large(e.addr, e.size)};
-  if (merge) {
-    if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == stream) {
-      r.end = right->second.end;
-      r.is_large = right->second.is_large;
-      segs_.erase(right);
+std::vector<DeviceLayout> layouts_before(const Snapshot& s, const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
+  std::vector<DeviceLayout> out(indices.size());
+  const std::size_t events = s.device_traces[static_cast<std::size_t>(t.device)].events.size();
+  std::vector<std::size_t> order(indices.size());  // positions in `indices`, latest moment first
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto clamped = [&](std::size_t i) { return std::min(indices[i], events); };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return clamped(a) > clamped(b); });
+  SegmentReplay segments(s, t, final_ranges(s, t.device));
+  std::vector<std::size_t> ascending;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) ascending.push_back(clamped(*it));
+  const auto live = live_lifetimes(t, ascending);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    DeviceLayout& layout = out[order[k]];
+    layout.segments = segments.before(clamped(order[k]));
+    for (std::size_t lifetime : live[order.size() - 1 - k]) {
+      std::pair<std::uint64_t, DeviceLayout::Live> block;
+      if (live_block(s, t, lifetime, block)) layout.live.push_back(block);
     }
-    auto left = segs_.lower_bound(e.addr);
-    if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == stream) {
-      std::prev(left)->second.end = r.end;
-      return;
-    }
+    sort_by_address(layout.live);
   }
-  insert_range(e.addr, r);
+  return out;
 }
 
 }  // namespace memsnap

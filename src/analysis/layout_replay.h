@@ -1,15 +1,18 @@
-// The allocator layout of one device at an earlier moment: the final segments and live blocks
-// with later trace events undone, exactly like memory_viz's "Allocator State History"
-// (spec §11.1). Shared by the OOM analysis and the HTML report's segment maps.
+// The allocator layout of one device at earlier moments: the final segments with later segment
+// events undone, and the blocks live then taken from the timeline's lifetimes; the state
+// memory_viz's "Allocator State History" shows (spec §11.1). Shared by the OOM analysis and the
+// HTML report's segment maps. Only the segment events are walked: the live blocks cost one pass
+// over the lifetimes for any number of moments.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <map>
+#include <utility>
 #include <vector>
 
-#include "base/address_map.h"
+#include "analysis/timeline.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -17,8 +20,7 @@ namespace memsnap {
 // a + b, saturating instead of wrapping (addresses in broken traces can be anything).
 std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b);
 
-class LayoutReplay {
- public:
+struct DeviceLayout {
   // One reserved address range [start, end).
   struct Range {
     std::uint64_t end = 0;
@@ -32,12 +34,9 @@ class LayoutReplay {
     StackId stack = kNoStack;
   };
 
-  LayoutReplay(const Snapshot& snapshot, std::int64_t device);
-  // Undoes the kept events with index >= `index` (only moves backwards).
-  void undo_from(std::size_t index);
-  bool has_events() const { return !events_->empty(); }
+  std::map<std::uint64_t, Range> segments;          // by start address
+  std::vector<std::pair<std::uint64_t, Live>> live;  // by address
 
-  const std::map<std::uint64_t, Range>& segments() const { return segs_; }
   std::uint64_t reserved() const;
   std::uint64_t allocated() const;  // requested bytes of the live blocks
 
@@ -45,8 +44,7 @@ class LayoutReplay {
   // in address order; `live` is null for a free gap.
   template <typename Fn>
   void for_each_piece(Fn&& fn) const {
-    const auto live = sorted_live();
-    for (const auto& [start, r] : segs_) {
+    for (const auto& [start, r] : segments) {
       std::uint64_t cursor = start;
       auto it = std::lower_bound(live.begin(), live.end(), start, [](const auto& b, std::uint64_t a) { return b.first < a; });
       if (it != live.begin()) {
@@ -63,23 +61,15 @@ class LayoutReplay {
       if (r.end > cursor) fn(start, r, cursor, r.end, static_cast<const Live*>(nullptr));
     }
   }
-
- private:
-  void undo(const TraceEvent& e);
-  void restore_segment(const TraceEvent& e, bool merge);
-  bool guess_large(std::uint64_t addr, std::uint64_t size) const;
-  void insert_range(std::uint64_t addr, const Range& r);
-  void carve(std::uint64_t begin, std::uint64_t end);
-
-  const TraceEvents* events_ = nullptr;
-  const std::vector<std::int64_t>* streams_ = nullptr;  // Snapshot::streams
-  std::size_t cursor_ = 0;  // events [cursor_, size) are undone
-  std::map<std::uint64_t, Range> final_;  // the final segments, for the pool of restored ranges
-  std::map<std::uint64_t, Range> segs_;
-  // Live blocks by address, unordered while replaying (O(1) per undo); sorted when pieces are
-  // needed.
-  AddressMap<Live> live_;
-  std::vector<std::pair<std::uint64_t, Live>> sorted_live() const;
 };
+
+// The final layout of `device`: its segments and live blocks as the snapshot records them.
+DeviceLayout final_device_layout(const Snapshot& snapshot, std::int64_t device);
+
+// The layouts of the timeline's device just before each kept event index in `indices` (any
+// order; result in the same order). Unknown addresses and overlaps in broken traces are
+// tolerated: nothing here can loop or overflow.
+std::vector<DeviceLayout> layouts_before(const Snapshot& snapshot, const DeviceTimeline& timeline,
+                                         const std::vector<std::size_t>& indices);
 
 }  // namespace memsnap

@@ -5,17 +5,12 @@
 #include "base/parallel.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
 namespace memsnap {
 namespace {
-
-std::int64_t delta(const TraceEvent& e) {
-  if (e.action == Action::Alloc) return static_cast<std::int64_t>(e.size);
-  if (e.action == Action::FreeCompleted) return -static_cast<std::int64_t>(e.size);
-  return 0;
-}
 
 // Requested bytes of the blocks live at the end (active or pending free) on `device`.
 std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
@@ -24,33 +19,53 @@ std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
   return live;
 }
 
+bool is_segment_action(Action a) {
+  return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap || a == Action::SegmentUnmap;
+}
+
+// Reserved bytes a segment event adds (wrapping negative for frees and unmaps).
+std::uint64_t reserved_delta(const TraceEvent& e) {
+  if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap) return e.size;
+  if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap) return 0 - e.size;
+  return 0;
+}
+
+// Backwards from the final state: the live-bytes curve and its peak.
 void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
-  t.curve.prefer_huge_pages();
-  t.curve.resize(events.size() + 1);
-  t.curve[events.size()] = t.end_live;
   std::size_t best = events.size();
-  for (std::size_t k = events.size(); k-- > 0;) {
-    t.curve[k] = t.curve[k + 1] - delta(events[k]);
-    if (t.curve[k] > t.curve[best]) best = k;  // the latest of equal maxima, as a backward scan finds it
-  }
+  std::int64_t peak = t.end_live;
+  t.curve = LiveCurve(events, t.end_live, [&](std::size_t k, std::int64_t value) {
+    if (value > peak) {  // the latest of equal maxima, as a backward scan finds it
+      peak = value;
+      best = k;
+    }
+  });
   t.peak_index = best;
-  t.peak_allocated = t.curve[best];
+  t.peak_allocated = peak;
   if (best > 0 && events[best - 1].has_time) t.peak_time_us = events[best - 1].time_us;
 }
 
-// Live sets at several moments of one device, from the lifetimes: result[i] holds what was live
-// before event indices[i] (ascending). A block is attributed to the stack that allocated it when
-// that alloc is in the window, else to the stack of its free (or of the final block).
+// Backwards from the final reserved bytes through the segment events (after pair_events).
+void find_peak_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t end_reserved) {
+  std::int64_t reserved = end_reserved;
+  std::int64_t peak = reserved;
+  for (std::size_t k = t.segment_events.size(); k-- > 0;) {
+    reserved = subtract_live_delta(reserved, reserved_delta(events[t.segment_events[k]]));
+    peak = std::max(peak, reserved);
+  }
+  t.peak_reserved = peak;
+}
+
+// Live sets at several moments of one device: result[i] holds what was live before event
+// indices[i] (ascending), attributed as allocating_stack() says.
 std::vector<std::vector<LiveItem>> live_sets(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
   std::vector<std::vector<LiveItem>> out(indices.size());
-  for (const Lifetime& l : t.lifetimes) {
-    // Live in the states alloc+1 .. free.
-    const std::size_t from = l.alloc == kBeforeWindow ? 0 : l.alloc + 1;
-    auto it = std::lower_bound(indices.begin(), indices.end(), from);
-    if (it == indices.end() || (l.free != kStillLive && *it > l.free)) continue;
-    const StackId stack = l.alloc != kBeforeWindow || l.free == kStillLive ? l.stack : l.free_stack;
-    for (; it != indices.end() && (l.free == kStillLive || *it <= l.free); ++it) {
-      out[static_cast<std::size_t>(it - indices.begin())].push_back({stack, l.size, l.size});
+  const auto lifetimes = live_lifetimes(t, indices);
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    out[i].reserve(lifetimes[i].size());
+    for (std::size_t k : lifetimes[i]) {
+      const Lifetime& l = t.lifetimes[k];
+      out[i].push_back({allocating_stack(l), l.size, l.size});
     }
   }
   return out;
@@ -66,7 +81,6 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   AddressMap<Open> open;
   AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
   auto& lifetimes = t.lifetimes;
-  lifetimes.prefer_huge_pages();
   std::vector<std::size_t> run;  // matched frees since the last alloc
   auto close_run = [&] {
     if (run.size() >= kMinBurstFrees) {
@@ -88,6 +102,8 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
     } else if (e.action == Action::FreeRequested) {
       if (auto it = open.find(e.addr); it != open.end()) it->second.requested = k + 1;
       else orphan_requests[e.addr] = k;
+    } else if (is_segment_action(e.action)) {
+      t.segment_events.push_back(k);
     } else if (e.action == Action::FreeCompleted) {
       if (auto it = open.find(e.addr); it != open.end()) {
         Lifetime& l = lifetimes[it->second.lifetime];
@@ -107,10 +123,16 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   close_run();
   // Blocks live at the end that the window never allocated, in segment order.
   s.for_each_live_block(t.device, [&](const Block& b) {
-    if (open.contains(b.address)) return;
+    const auto block = static_cast<std::size_t>(&b - s.blocks.data());
+    if (auto it = open.find(b.address); it != open.end()) {
+      t.final_blocks.emplace_back(it->second.lifetime, block);
+      return;
+    }
+    t.final_blocks.emplace_back(lifetimes.size(), block);
     lifetimes.push_back({kBeforeWindow, kStillLive, b.requested_size, b.stack, kNoStack});
     ++t.live_from_before_window;
   });
+  std::sort(t.final_blocks.begin(), t.final_blocks.end());
   std::set<std::int64_t> streams;
   auto pending = [&](std::size_t request) {
     const TraceEvent& e = events[request];
@@ -138,6 +160,27 @@ void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events)
 
 }  // namespace
 
+std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
+  std::vector<std::vector<std::size_t>> out(indices.size());
+  if (indices.empty()) return out;
+  for (std::size_t k = 0; k < t.lifetimes.size(); ++k) {
+    const Lifetime& l = t.lifetimes[k];
+    // Live in the states alloc+1 .. free.
+    const std::size_t from = l.alloc == kBeforeWindow ? 0 : l.alloc + 1;
+    auto it = std::lower_bound(indices.begin(), indices.end(), from);
+    for (; it != indices.end() && (l.free == kStillLive || *it <= l.free); ++it) {
+      out[static_cast<std::size_t>(it - indices.begin())].push_back(k);
+    }
+  }
+  return out;
+}
+
+const Block* final_block_of(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime) {
+  const auto it = std::lower_bound(t.final_blocks.begin(), t.final_blocks.end(), std::make_pair(lifetime, std::size_t{0}));
+  if (it == t.final_blocks.end() || it->first != lifetime || it->second >= s.blocks.size()) return nullptr;
+  return &s.blocks[it->second];
+}
+
 std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& s, const DeviceTimeline& t, std::vector<std::size_t> indices) {
   const auto device = t.device;
   if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return std::vector<std::vector<LiveItem>>(indices.size());
@@ -154,7 +197,8 @@ std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& s, const D
   return out;
 }
 
-// Per device, the curve and the pairing are independent passes: they run side by side.
+// Per device, the curve and the pairing are independent passes: they run side by side, the
+// longer pairings first.
 std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   std::vector<DeviceTimeline> out;
   for (std::size_t d = 0; d < s.device_traces.size(); ++d) {
@@ -164,14 +208,18 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     t.events = s.device_traces[d].events.size();
     t.end_live = end_live_bytes(s, t.device);
   }
+  std::map<std::int64_t, std::int64_t> reserved;  // device -> bytes of its final segments
+  for (const Segment& seg : s.segments) reserved[seg.device] += static_cast<std::int64_t>(seg.total_size);
+  std::vector<std::int64_t> end_reserved(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) end_reserved[i] = reserved[out[i].device];
   auto events_of = [&](const DeviceTimeline& t) -> const TraceEvents& { return s.device_traces[static_cast<std::size_t>(t.device)].events; };
   parallel_for(out.size() * 2, [&](std::size_t i) {
-    DeviceTimeline& t = out[i / 2];
-    if (i % 2 == 0) fill_curve(t, events_of(t));
-    else pair_events(t, s, events_of(t));
+    if (i < out.size()) pair_events(out[i], s, events_of(out[i]));
+    else fill_curve(out[i - out.size()], events_of(out[i - out.size()]));
   });
   parallel_for(out.size(), [&](std::size_t i) {
     DeviceTimeline& t = out[i];
+    find_peak_reserved(t, events_of(t), end_reserved[i]);
     mark_steps(t, s, events_of(t));
     t.live_at_peak = std::move(live_sets(t, {t.peak_index}).front());
   });

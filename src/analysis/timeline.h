@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/attribution.h"
+#include "analysis/live_curve.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -45,6 +46,12 @@ struct Lifetime {
 
 using Lifetimes = BigVector<Lifetime>;
 
+// The stack a live block is attributed to: the one that allocated it when that alloc is in the
+// window, else the stack of its free (or of the final block).
+inline StackId allocating_stack(const Lifetime& l) {
+  return l.alloc != kBeforeWindow || l.free == kStillLive ? l.stack : l.free_stack;
+}
+
 // Frees that come in a burst: at least kMinBurstFrees matched free_completed with no alloc
 // between them (the reference_cycles pattern looks at where their blocks came from).
 inline constexpr std::size_t kMinBurstFrees = 6;
@@ -57,6 +64,7 @@ struct DeviceTimeline {
   std::int64_t device = 0;
   std::size_t events = 0;
   std::optional<std::int64_t> peak_allocated;
+  std::optional<std::int64_t> peak_reserved;  // from segment events, backwards from the final reserved bytes
   std::size_t peak_index = 0;       // the peak is the state after the first peak_index events
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;
@@ -70,14 +78,25 @@ struct DeviceTimeline {
   std::vector<std::int64_t> pending_streams;  // streams of the pending requests (unique)
   std::vector<StepMark> steps;
   // Live requested bytes after each event (size events + 1): curve[0] is the window's start.
-  BigVector<std::int64_t> curve;
+  LiveCurve curve;
   // Every allocation the window saw, in event order, then the blocks live at the end that the
   // window never allocated. Built in one pass with the free pairing above.
   Lifetimes lifetimes;
+  // For the lifetimes still live at the end that the final state holds: (lifetime, index in
+  // Snapshot::blocks), by lifetime.
+  std::vector<std::pair<std::size_t, std::size_t>> final_blocks;
   FreeBursts free_bursts;
+  std::vector<std::size_t> segment_events;  // indices of segment_alloc/free/map/unmap events
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
+
+// Indices into timeline.lifetimes of the allocations live just before each kept event index in
+// `ascending` (sorted), in one pass over the lifetimes.
+std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& timeline, const std::vector<std::size_t>& ascending);
+
+// The final block of a lifetime still live at the end; null when the final state lacks it.
+const Block* final_block_of(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime);
 
 // The allocations live on `device` just before each kept event index in `indices` (trace sizes,
 // allocating stacks), replayed backwards from the final state in one walk.

@@ -1,4 +1,5 @@
-// Totals per device and overall, and the backwards peak reconstruction memory_viz uses.
+// Totals per device and overall; the peaks come from the timelines (memory_viz's backwards
+// reconstruction, analysis/timeline.cpp).
 #include "analysis/totals.h"
 
 #include <algorithm>
@@ -41,36 +42,8 @@ void accumulate(Totals& into, const Totals& t) {
 
 }  // namespace
 
-std::optional<std::int64_t> peak_allocated(const DeviceTrace& trace, std::int64_t end_live) {
-  if (trace.events.empty()) return std::nullopt;
-  std::int64_t current = end_live;
-  std::int64_t peak = current;
-  for (auto it = trace.events.rbegin(); it != trace.events.rend(); ++it) {
-    if (it->action == Action::Alloc) current -= static_cast<std::int64_t>(it->size);
-    else if (it->action == Action::FreeCompleted) current += static_cast<std::int64_t>(it->size);
-    else continue;
-    peak = std::max(peak, current);
-  }
-  return peak;
-}
-
-std::optional<std::int64_t> peak_reserved(const DeviceTrace& trace, std::int64_t end_reserved) {
-  if (trace.events.empty()) return std::nullopt;
-  std::int64_t current = end_reserved;
-  std::int64_t peak = current;
-  for (auto it = trace.events.rbegin(); it != trace.events.rend(); ++it) {
-    const auto size = static_cast<std::int64_t>(it->size);
-    if (it->action == Action::SegmentAlloc || it->action == Action::SegmentMap) current -= size;
-    else if (it->action == Action::SegmentFree || it->action == Action::SegmentUnmap) current += size;
-    else continue;
-    peak = std::max(peak, current);
-  }
-  return peak;
-}
-
-TotalsReport compute_totals(const Snapshot& snapshot) {
+TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines) {
   std::map<std::int64_t, Totals> per_device;
-  std::map<std::int64_t, std::int64_t> end_live;
   for (const Segment& seg : snapshot.segments) {
     Totals& t = per_device[seg.device];
     t.reserved += seg.total_size;
@@ -78,18 +51,12 @@ TotalsReport compute_totals(const Snapshot& snapshot) {
     for (std::uint32_t i = 0; i < seg.block_count; ++i) {
       const Block& b = snapshot.blocks[seg.first_block + i];
       add_block(t, b);
-      if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree) {
-        end_live[seg.device] += static_cast<std::int64_t>(b.requested_size);
-      }
     }
   }
-  for (std::size_t d = 0; d < snapshot.device_traces.size(); ++d) {
-    const DeviceTrace& trace = snapshot.device_traces[d];
-    const auto device = static_cast<std::int64_t>(d);
-    if (trace.events.empty() && !per_device.count(device)) continue;
-    Totals& t = per_device[device];
-    t.peak_allocated = peak_allocated(trace, end_live[device]);
-    t.peak_reserved = peak_reserved(trace, static_cast<std::int64_t>(t.reserved));
+  for (const DeviceTimeline& timeline : timelines) {
+    Totals& t = per_device[timeline.device];
+    t.peak_allocated = timeline.peak_allocated;
+    t.peak_reserved = timeline.peak_reserved;
   }
   TotalsReport report;
   for (const auto& [device, t] : per_device) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/timeline.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -33,12 +34,7 @@ struct TotalsReport {
   std::vector<DeviceTotals> devices;  // devices with segments or trace events, ascending
 };
 
-TotalsReport compute_totals(const Snapshot& snapshot);
-
-// Peak of live requested bytes over the trace window, reconstructed backwards from
-// `end_live` (sum of requested_size of active blocks at the end). Null when `trace` is empty.
-std::optional<std::int64_t> peak_allocated(const DeviceTrace& trace, std::int64_t end_live);
-// Peak reserved bytes over the window, from segment events, backwards from `end_reserved`.
-std::optional<std::int64_t> peak_reserved(const DeviceTrace& trace, std::int64_t end_reserved);
+// The peaks per device are those of `timelines` (build_timelines): null without trace history.
+TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines);
 
 }  // namespace memsnap

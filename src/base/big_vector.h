@@ -2,11 +2,8 @@
 // pickle memo, the analysis' per-event arrays). It maps its own memory and grows with mremap,
 // which moves page tables instead of copying the elements; small arrays pay only address space.
 //
-// prefer_huge_pages() asks for transparent huge pages (one page fault per 2 MiB instead of per
-// 4 KiB). That is a clear win where the kernel has free huge pages at hand, but in VMs that hand
-// freed memory back to the host (free page reporting) a fresh huge page can cost 20x more than
-// 4 KiB pages: measured in bench/README.md. So it is used only for arrays on the critical path
-// right after other large ones were freed (the analysis), not for the ones filled while reading.
+// It uses ordinary 4 KiB pages. Transparent huge pages were tried for the analysis arrays and
+// measured slower on VMs that hand freed memory back to the host (bench/README.md).
 #pragma once
 
 #include <algorithm>
@@ -32,8 +29,8 @@
 namespace memsnap {
 
 namespace big_vector_detail {
-void* map_bytes(std::size_t bytes, bool huge_pages);  // throws std::bad_alloc
-void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes, bool huge_pages);  // throws std::bad_alloc
+void* map_bytes(std::size_t bytes);  // throws std::bad_alloc
+void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes);  // throws std::bad_alloc
 void unmap_bytes(void* p, std::size_t bytes) noexcept;
 std::size_t round_to_mapping(std::size_t bytes);  // a multiple of 2 MiB, at least 2 MiB
 }  // namespace big_vector_detail
@@ -76,11 +73,7 @@ class BigVector {
     std::swap(size_, other.size_);
     std::swap(capacity_, other.capacity_);
     std::swap(mapped_, other.mapped_);
-    std::swap(huge_pages_, other.huge_pages_);
   }
-  // Ask for transparent huge pages for the memory mapped from now on (see above).
-  void prefer_huge_pages() { huge_pages_ = true; }
-
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   std::size_t capacity() const { return capacity_; }
@@ -122,6 +115,11 @@ class BigVector {
     set_size(n);
     for (std::size_t k = old; k < n; ++k) data_[k] = fill;
   }
+  // New elements are left unset: for arrays the caller fills completely right away.
+  void resize_for_overwrite(std::size_t n) {
+    if (n > capacity_) grow(n);
+    set_size(n);
+  }
   void pop_back() { set_size(size_ - 1); }
   void clear() { set_size(0); }
 
@@ -131,8 +129,8 @@ class BigVector {
     if (want > std::size_t(-1) / sizeof(T) / 2) throw std::bad_alloc();
     const std::size_t bytes = big_vector_detail::round_to_mapping(want * sizeof(T));
     unpoison_all();  // the shadow of a moved or unmapped range must not stay poisoned
-    void* p = data_ ? big_vector_detail::remap_bytes(data_, mapped_, bytes, huge_pages_)
-                    : big_vector_detail::map_bytes(bytes, huge_pages_);
+    void* p = data_ ? big_vector_detail::remap_bytes(data_, mapped_, bytes)
+                    : big_vector_detail::map_bytes(bytes);
     data_ = static_cast<T*>(p);
     mapped_ = bytes;
     capacity_ = bytes / sizeof(T);
@@ -160,7 +158,6 @@ class BigVector {
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
   std::size_t mapped_ = 0;  // bytes mapped at data_
-  bool huge_pages_ = false;
 };
 
 }  // namespace memsnap

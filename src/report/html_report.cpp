@@ -231,7 +231,8 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
     else top.push_back(grower);
   }
 
-  const std::span<const std::int64_t> curve(t.curve);
+  const std::vector<std::int64_t> allocated = t.curve.materialize();
+  const std::span<const std::int64_t> curve(allocated);
   const std::span<const std::int64_t> curves[] = {curve};
   const std::size_t keep[] = {t.peak_index};
   const auto idx = downsample_indices(curve.size(), curves, o.stack_points, keep);
@@ -248,7 +249,7 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
         series[j].push_back(cur[top[j]]);
         sum += cur[top[j]];
       }
-      other.push_back(t.curve[k] - sum);
+      other.push_back(curve[k] - sum);
       ++next;
     }
     if (k < n && ev_site[k] != kNone) {
@@ -278,6 +279,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     if (d.device == t.device) end_reserved = static_cast<std::int64_t>(d.totals.reserved);
   }
   const std::vector<std::int64_t> reserved = reserved_curve(events, end_reserved);
+  const std::vector<std::int64_t> allocated = t.curve.materialize();
   const std::size_t reserved_peak = argmax(reserved);
   std::vector<std::size_t> keep{t.peak_index, reserved_peak};
   auto ooms = ojson::array();
@@ -288,20 +290,20 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     ojson m = marker(e.index, events, timed, t0);
     m["oom"] = i;  // position in the report's trace.oom
     m["size"] = e.size;
-    m["allocated"] = t.curve[e.index];
+    m["allocated"] = allocated[e.index];
     m["reserved"] = reserved[e.index];
     m["verdict"] = oom_verdict_name(a.ooms[i].verdict);
     ooms.push_back(std::move(m));
   }
-  const std::span<const std::int64_t> curves[] = {t.curve, reserved};
-  const auto idx = downsample_indices(t.curve.size(), curves, o.timeline_points, keep);
+  const std::span<const std::int64_t> curves[] = {allocated, reserved};
+  const auto idx = downsample_indices(allocated.size(), curves, o.timeline_points, keep);
 
   ojson j;
   j["device"] = t.device;
   j["events"] = events.size();
   ojson line;
   put_x(line, idx, events, timed, t0);
-  line["allocated"] = take(t.curve, idx);
+  line["allocated"] = take(allocated, idx);
   line["reserved"] = take(reserved, idx);
   j["timeline"] = std::move(line);
   ojson peak = marker(t.peak_index, events, timed, t0);
@@ -358,10 +360,10 @@ std::vector<MapRow> final_rows(const Snapshot& s, SiteTable& sites) {
 
 // One device's layout before a trace event (analysis/layout_replay.h) as map rows, keeping the
 // sites of the live blocks.
-std::vector<MapRow> replayed_rows(const LayoutReplay& replay, std::int64_t device, SiteTable& sites) {
+std::vector<MapRow> replayed_rows(const DeviceLayout& replay, std::int64_t device, SiteTable& sites) {
   std::vector<MapRow> out;
-  replay.for_each_piece([&](std::uint64_t start, const LayoutReplay::Range& r, std::uint64_t from, std::uint64_t to,
-                            const LayoutReplay::Live* live) {
+  replay.for_each_piece([&](std::uint64_t start, const DeviceLayout::Range& r, std::uint64_t from, std::uint64_t to,
+                            const DeviceLayout::Live* live) {
     if (out.empty() || out.back().address != start) out.push_back({device, start, r.end - start, r.is_large, r.stream, {}});
     out.back().blocks.push_back({from - start, to - from, live ? kAllocated : kInactive, live ? sites.of_stack(live->stack) : kNone});
   });
@@ -489,7 +491,7 @@ ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const
   ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
   end.update(segment_map(final_rows(s, sites), sites, o));
   maps.push_back(std::move(end));
-  // The newest OOMs, replayed per device from the newest to the oldest.
+  // The newest OOMs with a trace, replayed per device.
   std::vector<std::size_t> chosen;
   for (std::size_t i = a.ooms.size(); i-- > 0 && chosen.size() < o.max_oom_maps;) {
     if (!events_of(s, a.ooms[i].event.device).empty()) chosen.push_back(i);
@@ -497,18 +499,20 @@ ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const
   std::map<std::int64_t, std::vector<std::size_t>> by_device;
   for (std::size_t i : chosen) by_device[a.ooms[i].event.device].push_back(i);
   std::map<std::size_t, ojson> out;
-  for (auto& [device, list] : by_device) {
-    std::sort(list.begin(), list.end(), [&](std::size_t x, std::size_t y) { return a.ooms[x].event.index > a.ooms[y].event.index; });
-    LayoutReplay replay(s, device);
-    for (std::size_t i : list) {
-      const OomEvent& e = a.ooms[i].event;
-      replay.undo_from(e.index);
+  for (const auto& [device, list] : by_device) {
+    const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&, d = device](const DeviceTimeline& t) { return t.device == d; });
+    if (timeline == a.timelines.end()) continue;
+    std::vector<std::size_t> indices;
+    for (std::size_t i : list) indices.push_back(a.ooms[i].event.index);
+    const std::vector<DeviceLayout> layouts = layouts_before(s, *timeline, indices);
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const std::size_t i = list[k];
       ojson m = {{"kind", "oom"},
                  {"label", fmt::format("Before OOM #{} (device {})", i + 1, device)},
                  {"device", device},
                  {"oom", i},
                  {"replayed", true}};
-      m.update(segment_map(replayed_rows(replay, device, sites), sites, o));
+      m.update(segment_map(replayed_rows(layouts[k], device, sites), sites, o));
       out.emplace(i, std::move(m));
     }
   }

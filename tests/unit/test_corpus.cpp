@@ -35,7 +35,7 @@ TEST(Corpus, EveryRealSnapshotMatchesItsFacts) {
     SCOPED_TRACE(name);
     const auto loaded = load_snapshot((dir / name).string());
     const Snapshot& s = loaded.snapshot;
-    const auto totals = compute_totals(s);
+    const auto totals = compute_totals(s, build_timelines(s));
     const Totals& t = totals.overall;
     EXPECT_EQ(t.reserved, f.at("total_reserved_bytes").get<std::uint64_t>());
     EXPECT_EQ(t.allocated, f.at("total_allocated_bytes").get<std::uint64_t>());

@@ -89,7 +89,7 @@ TEST(Fixtures, GeneratedSnapshotsMatchTheirTruth) {
     const auto truth = nlohmann::json::parse(in);
     const auto snap_path = dir / truth.value("file", name + ".pickle");
     const auto loaded = load_snapshot(snap_path.string());
-    const auto totals = compute_totals(loaded.snapshot);
+    const auto totals = compute_totals(loaded.snapshot, build_timelines(loaded.snapshot));
     expect_totals(totals.overall, truth.at("totals"));
     for (const auto& dev : truth.value("devices", nlohmann::json::array())) {
       const auto device = dev.at("device").get<std::int64_t>();

@@ -71,7 +71,7 @@ struct SnapshotBuilder {
     event(Action::Oom, device_free, size, stream);
   }
 
-  std::vector<OomAnalysis> analyze() const { return analyze_ooms(s, summarize_trace(s)); }
+  std::vector<OomAnalysis> analyze() const { return analyze_ooms(s, summarize_trace(s), build_timelines(s)); }
 };
 
 constexpr BlockState kLive = BlockState::ActiveAllocated;

@@ -54,7 +54,7 @@ TEST(Input, CompressedPicklesLoadTheSame) {
   const auto plain = test::from_hex(test::kSpecVectorHex);
   for (const auto& packed : {gzip(plain), zstd(plain)}) {
     const auto loaded = test::load_bytes(packed);
-    EXPECT_EQ(compute_totals(loaded.snapshot).overall.reserved, 20971520u);
+    EXPECT_EQ(compute_totals(loaded.snapshot, build_timelines(loaded.snapshot)).overall.reserved, 20971520u);
     EXPECT_EQ(loaded.input.bytes, packed.size());
   }
   EXPECT_EQ(test::load_bytes(gzip(plain)).input.compression, Compression::Gzip);
@@ -84,7 +84,7 @@ TEST(Input, JsonSnapshotsLoad) {
     "allocator_settings": {"max_split_size": -1}, "external_annotations": []})";
   const auto loaded = test::load_bytes(bytes_of(json));
   EXPECT_EQ(loaded.input.format, Format::Json);
-  const auto t = compute_totals(loaded.snapshot).overall;
+  const auto t = compute_totals(loaded.snapshot, build_timelines(loaded.snapshot)).overall;
   EXPECT_EQ(t.reserved, 2097152u);
   EXPECT_EQ(t.allocated, 512u);
   EXPECT_EQ(t.requested, 100u);

@@ -52,7 +52,7 @@ TEST(Model, SpecVectorDecodesWithSharedStack) {
   EXPECT_EQ(s.settings.max_split_size, -1);
   EXPECT_EQ(s.settings.json, "{\"max_split_size\":-1,\"garbage_collection_threshold\":0.0}");
   EXPECT_EQ(loaded.input.pickle_protocol, 4);
-  const auto totals = compute_totals(s).overall;
+  const auto totals = compute_totals(s, build_timelines(s)).overall;
   EXPECT_EQ(totals.reserved, 20971520u);
   EXPECT_EQ(totals.allocated, 3145728u);
   EXPECT_EQ(totals.inactive, 17825792u);
@@ -208,7 +208,7 @@ TEST(Model, LegacyTopLevelListWithHistory) {
   EXPECT_EQ(frame_text(snap, snap.blocks[0].stack, 0), "/w/model.py:12:forward");
   EXPECT_FALSE(snap.segments[0].is_large);
   EXPECT_EQ(loaded.input.pickle_protocol, 3);
-  const auto t = compute_totals(snap).overall;
+  const auto t = compute_totals(snap, build_timelines(snap)).overall;
   EXPECT_EQ(t.requested, 1000u);
   EXPECT_FALSE(t.peak_allocated.has_value());
 }
@@ -275,7 +275,7 @@ TEST(Model, StatesOomExpandableSettingsAnnotationsAndUnknowns) {
   ASSERT_EQ(snap.annotations.size(), 1u);
   EXPECT_EQ(snap.annotations[0].name, "ProfilerStep#0");
   EXPECT_EQ(snap.annotations[0].stage, "START");
-  const auto totals = compute_totals(snap);
+  const auto totals = compute_totals(snap, build_timelines(snap));
   EXPECT_EQ(totals.overall.pending_free, 2u * 4194304);
   EXPECT_EQ(totals.overall.inactive, 2u * 16777216);
   EXPECT_EQ(totals.overall.allocated, 0u);

@@ -1,0 +1,179 @@
+// Building blocks of the analysis checked against naive versions: BigVector's growth and
+// resizes, the checkpointed LiveCurve and the timeline's peaks, and layouts_before() asked for
+// several moments at once in any order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "analysis/fragmentation.h"
+#include "analysis/layout_replay.h"
+#include "analysis/live_curve.h"
+#include "analysis/timeline.h"
+#include "base/big_vector.h"
+
+namespace memsnap {
+namespace {
+
+TEST(BigVector, GrowsPastSeveralMappingsAndKeepsItsElements) {
+  BigVector<std::uint64_t> v;
+  const std::size_t n = 3'000'000;  // 24 MB: several mremap growths
+  for (std::size_t i = 0; i < n; ++i) v.push_back(i * 7);
+  ASSERT_EQ(v.size(), n);
+  EXPECT_GE(v.capacity(), n);
+  for (std::size_t i = 0; i < n; i += 9973) ASSERT_EQ(v[i], i * 7);
+  EXPECT_EQ(v.back(), (n - 1) * 7);
+
+  BigVector<std::uint64_t> copy(v);
+  BigVector<std::uint64_t> moved(std::move(v));
+  EXPECT_TRUE(v.empty());  // NOLINT(bugprone-use-after-move): a moved-from BigVector is empty
+  ASSERT_EQ(copy.size(), n);
+  ASSERT_EQ(moved.size(), n);
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), moved.begin()));
+}
+
+TEST(BigVector, ResizeFillsAndResizeForOverwriteKeepsTheOldElements) {
+  BigVector<int> v{1, 2, 3};
+  v.resize(6, 9);
+  EXPECT_EQ(std::vector<int>(v.begin(), v.end()), (std::vector<int>{1, 2, 3, 9, 9, 9}));
+  v.resize(2);
+  v.resize_for_overwrite(1'000'000);
+  ASSERT_EQ(v.size(), 1'000'000u);
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[1], 2);
+  v.clear();
+  EXPECT_TRUE(v.empty());
+  v.push_back(5);
+  EXPECT_EQ(v.front(), 5);
+}
+
+// A random trace: allocs of fresh addresses, frees of live ones, segment events, others; with
+// `free_all`, ending with the frees of the blocks still live (a final state with none).
+std::vector<TraceEvent> random_trace(std::size_t n, std::uint32_t seed, bool free_all = false) {
+  std::mt19937_64 rng(seed);
+  std::vector<TraceEvent> out;
+  std::vector<std::uint64_t> live;
+  std::uint64_t next = 0x1000;
+  for (std::size_t i = 0; i < n; ++i) {
+    TraceEvent e;
+    const unsigned pick = rng() % 10;
+    if (pick < 5 || live.empty()) {
+      e.action = Action::Alloc;
+      e.addr = next;
+      e.size = 512 * (1 + (e.addr >> 20) % 64);  // the free below repeats it
+      next += 1 << 20;
+      live.push_back(e.addr);
+    } else if (pick < 8) {
+      const std::size_t k = rng() % live.size();
+      e.action = Action::FreeCompleted;
+      e.addr = live[k];
+      e.size = 512 * (1 + (e.addr >> 20) % 64);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    } else if (pick == 8) {
+      e.action = rng() % 2 ? Action::SegmentAlloc : Action::SegmentFree;
+      e.size = 2 << 20;
+    } else {
+      e.action = Action::FreeRequested;
+    }
+    e.time_us = static_cast<std::int64_t>(i);
+    e.has_time = true;
+    out.push_back(e);
+  }
+  if (!free_all) live.clear();
+  for (std::uint64_t addr : live) {
+    TraceEvent e;
+    e.action = Action::FreeCompleted;
+    e.addr = addr;
+    e.size = 512 * (1 + (addr >> 20) % 64);
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(LiveCurve, MatchesTheFullCurveAtEveryPoint) {
+  for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u, 4099u}) {
+    const auto events = random_trace(n, static_cast<std::uint32_t>(n));
+    const std::int64_t end_live = 123456;
+    std::vector<std::int64_t> full(n + 1);
+    full[n] = end_live;
+    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    std::vector<std::int64_t> visited(n + 1, -1);
+    const LiveCurve curve(events, end_live, [&](std::size_t k, std::int64_t value) { visited[k] = value; });
+    ASSERT_EQ(curve.size(), n + 1);
+    EXPECT_EQ(visited, full) << n;
+    EXPECT_EQ(curve.materialize(), full) << n;
+    for (std::size_t k = 0; k <= n; ++k) ASSERT_EQ(curve[k], full[k]) << "n=" << n << " k=" << k;
+  }
+  EXPECT_TRUE(LiveCurve().empty());
+  EXPECT_EQ(LiveCurve().size(), 0u);
+}
+
+TEST(LiveCurve, WrapsInsteadOfOverflowingOnHostileSizes) {
+  std::vector<TraceEvent> events(2);
+  events[0].action = Action::Alloc;
+  events[0].size = ~std::uint64_t{0};  // 2^64 - 1
+  events[1].action = Action::FreeCompleted;
+  events[1].size = std::uint64_t{1} << 63;
+  const LiveCurve curve(events, 0, [](std::size_t, std::int64_t) {});
+  EXPECT_EQ(curve.materialize(), (std::vector<std::int64_t>{curve[0], curve[1], curve[2]}));
+  EXPECT_EQ(curve[2], 0);
+}
+
+// A snapshot with one device's random trace and no segments.
+Snapshot snapshot_with(const std::vector<TraceEvent>& events) {
+  Snapshot s;
+  s.strings = {""};
+  s.device_traces.resize(1);
+  for (const TraceEvent& e : events) s.device_traces[0].events.push_back(e);
+  s.device_traces[0].total = events.size();
+  return s;
+}
+
+TEST(Timeline, PeaksMatchNaiveBackwardWalks) {
+  const auto events = random_trace(5000, 7);
+  const Snapshot s = snapshot_with(events);
+  const auto timelines = build_timelines(s);
+  ASSERT_EQ(timelines.size(), 1u);
+  const DeviceTimeline& t = timelines[0];
+  std::int64_t live = 0, peak = 0, reserved = 0, peak_reserved = 0;
+  std::size_t peak_index = events.size();
+  for (std::size_t k = events.size(); k-- > 0;) {
+    const TraceEvent& e = events[k];
+    live -= static_cast<std::int64_t>(live_delta(e));
+    if (live > peak) {
+      peak = live;
+      peak_index = k;
+    }
+    if (e.action == Action::SegmentAlloc) reserved -= static_cast<std::int64_t>(e.size);
+    if (e.action == Action::SegmentFree) reserved += static_cast<std::int64_t>(e.size);
+    peak_reserved = std::max(peak_reserved, reserved);
+  }
+  EXPECT_EQ(t.peak_allocated, peak);
+  EXPECT_EQ(t.peak_index, peak_index);
+  EXPECT_EQ(t.peak_reserved, peak_reserved);
+  EXPECT_EQ(t.curve[peak_index], peak);
+}
+
+TEST(Timeline, LayoutsForSeveralMomentsMatchOneAtATime) {
+  const auto events = random_trace(3000, 11, true);
+  const Snapshot s = snapshot_with(events);
+  const auto timelines = build_timelines(s);
+  const std::vector<std::size_t> moments{2500, 10, 3000, 10, 1700, 99999};  // unordered, repeated, past the end
+  const auto together = layouts_before(s, timelines[0], moments);
+  ASSERT_EQ(together.size(), moments.size());
+  for (std::size_t i = 0; i < moments.size(); ++i) {
+    const DeviceLayout alone = std::move(layouts_before(s, timelines[0], {moments[i]}).front());
+    EXPECT_EQ(together[i].live.size(), alone.live.size()) << moments[i];
+    EXPECT_EQ(together[i].allocated(), alone.allocated()) << moments[i];
+    EXPECT_EQ(together[i].reserved(), alone.reserved()) << moments[i];
+    // The live bytes of the layout are the curve's value there.
+    EXPECT_EQ(static_cast<std::int64_t>(together[i].allocated()), timelines[0].curve[std::min(moments[i], events.size())]);
+  }
+  EXPECT_TRUE(std::is_sorted(together[0].live.begin(), together[0].live.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; }));
+}
+
+}  // namespace
+}  // namespace memsnap
