@@ -45,7 +45,8 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   Analysis a;
   a.options = options;
   a.trace = summarize_trace(s);
-  a.sites = attribute(s, live_blocks(s));
+  SiteCache site_cache(s);
+  a.sites = attribute(s, live_blocks(s), site_cache);
   {
     PhaseTimer t("timelines");
     a.timelines = build_timelines(s);
@@ -57,7 +58,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     if (t.peak_allocated && *t.peak_allocated > best) {
       best = *t.peak_allocated;
       a.peak_device = t.device;
-      a.sites_at_peak = attribute(s, t.live_at_peak);
+      a.sites_at_peak = attribute(s, t.live_at_peak, site_cache);
     }
   }
   a.pools = free_by_pool_and_stream(s);
@@ -75,7 +76,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     std::vector<std::size_t> indices;
     for (std::size_t i : positions) indices.push_back(a.ooms[i].event.index);
     auto sets = live_before_events(s, *timeline, indices);
-    for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k]);
+    for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k], site_cache);
   }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   PhaseTimer t("findings");

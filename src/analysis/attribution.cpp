@@ -126,8 +126,30 @@ Site describe_site(const Snapshot& s, StackId stack, const SiteChoice& choice) {
   return site;
 }
 
+SiteCache::Entry& SiteCache::entry(StackId stack) {
+  auto [it, inserted] = entries_.try_emplace(stack);
+  if (inserted && stack != kNoStack) it->second.choice = choose_site(snapshot_, stack);
+  return it->second;
+}
+
+std::uint64_t SiteCache::key(StackId stack) {
+  const SiteChoice& c = entry(stack).choice;
+  return c.found ? std::uint64_t(c.frame) + 1 : 0;
+}
+
+const Site& SiteCache::describe(StackId stack) {
+  Entry& e = entry(stack);
+  if (!e.site) e.site = std::make_unique<Site>(describe_site(snapshot_, stack, e.choice));
+  return *e.site;
+}
+
 std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items) {
-  // Stacks repeat a lot: choose each stack's site once.
+  SiteCache cache(s);
+  return attribute(s, items, cache);
+}
+
+std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items, SiteCache& cache) {
+  // Stacks repeat a lot: look each stack's site up once.
   std::unordered_map<StackId, std::size_t> site_of_stack;
   std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)
   std::unordered_map<std::size_t, std::pair<StackId, std::uint64_t>> largest;  // site -> (stack, bytes)
@@ -139,10 +161,8 @@ std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& item
     if (auto it = site_of_stack.find(item.stack); it != site_of_stack.end()) {
       idx = it->second;
     } else {
-      const SiteChoice choice = item.stack == kNoStack ? SiteChoice{} : choose_site(s, item.stack);
-      const std::uint64_t key = choice.found ? std::uint64_t(choice.frame) + 1 : 0;
-      auto [pos, inserted] = site_index.emplace(key, sites.size());
-      if (inserted) sites.push_back(describe_site(s, item.stack, choice));
+      auto [pos, inserted] = site_index.emplace(cache.key(item.stack), sites.size());
+      if (inserted) sites.push_back(cache.describe(item.stack));
       idx = pos->second;
       site_of_stack.emplace(item.stack, idx);
     }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -44,10 +46,28 @@ struct LiveItem {
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
 Site describe_site(const Snapshot& snapshot, StackId stack, const SiteChoice& choice);
 
-// The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
-Site describe_site(const Snapshot& snapshot, StackId stack, const SiteChoice& choice);
+// Each stack's chosen frame and description, worked out once for all the live sets one analysis
+// attributes (the end, the peak, every OOM). Not thread-safe.
+class SiteCache {
+ public:
+  explicit SiteCache(const Snapshot& snapshot) : snapshot_(snapshot) {}
+  // The chosen frame of `stack` + 1 (0: no frame, the "[no stack recorded]" site).
+  std::uint64_t key(StackId stack);
+  // describe_site() of `stack`.
+  const Site& describe(StackId stack);
+
+ private:
+  struct Entry {
+    SiteChoice choice;
+    std::unique_ptr<Site> site;  // described on first use
+  };
+  Entry& entry(StackId stack);
+  const Snapshot& snapshot_;
+  std::unordered_map<StackId, Entry> entries_;
+};
 
 // Groups items by site, largest first; blocks without a stack form the "[no stack recorded]" site.
+std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items, SiteCache& cache);
 std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items);
 
 // The live (active_allocated) blocks of the final state, optionally of one device only.

@@ -23,8 +23,17 @@ std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, 
   r.device = device;
   std::map<std::string, std::uint64_t> site_bytes;
   std::vector<std::size_t> run;
+  std::vector<std::size_t> run_steps;
+  // Whether the run's blocks were allocated in at least kBurstMinSteps different steps (the
+  // blocks that count are a subset): most bursts free one step's temporaries and stop here.
+  auto spans_enough_steps = [&] {
+    run_steps.clear();
+    for (std::size_t i : run) run_steps.push_back(st.step_of(lifetimes[i].alloc));
+    std::sort(run_steps.begin(), run_steps.end());
+    return static_cast<std::size_t>(std::unique(run_steps.begin(), run_steps.end()) - run_steps.begin()) >= kBurstMinSteps;
+  };
   auto close_run = [&] {
-    if (run.size() < kBurstMinBlocks) {
+    if (run.size() < kBurstMinBlocks || !spans_enough_steps()) {
       run.clear();
       return;
     }
