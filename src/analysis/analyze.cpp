@@ -44,7 +44,6 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
-  a.trace = summarize_trace(s);
   SiteCache site_cache(s);
   a.sites = attribute(s, live_blocks(s), site_cache);
   {
@@ -52,6 +51,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     a.timelines = build_timelines(s);
   }
   a.totals = compute_totals(s, a.timelines);
+  a.trace = summarize_trace(s, a.timelines);
   for (const auto& t : a.timelines) a.trace.pending_free_requests += t.pending_requests;
   std::int64_t best = -1;
   for (const auto& t : a.timelines) {
@@ -66,17 +66,8 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     PhaseTimer t("ooms");
     a.ooms = analyze_ooms(s, a.trace, a.timelines);
   }
-  a.sites_at_oom.resize(a.ooms.size());
-  std::map<std::int64_t, std::vector<std::size_t>> ooms_by_device;  // device -> positions in a.ooms
-  for (std::size_t i = 0; i < a.ooms.size(); ++i) ooms_by_device[a.ooms[i].event.device].push_back(i);
-  for (const auto& [oom_device, positions] : ooms_by_device) {
-    const std::int64_t device = oom_device;  // a structured binding cannot be captured (clang)
-    const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) { return t.device == device; });
-    if (timeline == a.timelines.end()) continue;
-    std::vector<std::size_t> indices;
-    for (std::size_t i : positions) indices.push_back(a.ooms[i].event.index);
-    auto sets = live_before_events(s, *timeline, indices);
-    for (std::size_t k = 0; k < positions.size(); ++k) a.sites_at_oom[positions[k]] = attribute(s, sets[k], site_cache);
+  for (const DeviceTimeline& t : a.timelines) {  // a.ooms is in timeline order
+    for (const auto& live : t.live_at_oom) a.sites_at_oom.push_back(attribute(s, live_items(t, live), site_cache));
   }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   PhaseTimer t("findings");

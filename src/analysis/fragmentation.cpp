@@ -266,24 +266,17 @@ const char* oom_verdict_name(OomVerdict v) {
 std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
                                       const std::vector<DeviceTimeline>& timelines) {
   std::vector<OomAnalysis> out(trace.ooms.size());
-  std::map<std::int64_t, std::vector<std::size_t>> by_device;  // device -> positions in trace.ooms
-  for (std::size_t k = 0; k < trace.ooms.size(); ++k) by_device[trace.ooms[k].device].push_back(k);
+  std::map<std::pair<std::int64_t, std::size_t>, std::size_t> position;  // (device, event index) -> in trace.ooms
+  for (std::size_t k = 0; k < trace.ooms.size(); ++k) position.emplace(std::make_pair(trace.ooms[k].device, trace.ooms[k].index), k);
   const std::uint64_t max_split = max_split_bytes(snapshot);
-  for (const auto& [device, positions] : by_device) {
-    const auto timeline = std::find_if(timelines.begin(), timelines.end(), [&, d = device](const DeviceTimeline& t) { return t.device == d; });
-    std::vector<DeviceLayout> layouts;
-    if (timeline != timelines.end()) {
-      std::vector<std::size_t> indices;
-      for (std::size_t k : positions) indices.push_back(trace.ooms[k].index);
-      layouts = layouts_before(snapshot, *timeline, indices);
-    } else {
-      layouts.assign(positions.size(), final_device_layout(snapshot, device));
-    }
-    for (std::size_t i = 0; i < positions.size(); ++i) {
+  for (const DeviceTimeline& t : timelines) {
+    const std::vector<DeviceLayout> layouts = layouts_before_ooms(snapshot, t);
+    for (std::size_t i = 0; i < layouts.size(); ++i) {
+      const auto it = position.find({t.device, t.oom_events[i]});
+      if (it == position.end()) continue;
       const std::vector<Gap> gaps = gaps_of(layouts[i]);
       Layout layout = summarize(layouts[i], gaps);
-      layout.replayed = timeline != timelines.end();
-      out[positions[i]] = analyze_one(trace.ooms[positions[i]], layout, gaps, max_split);
+      out[it->second] = analyze_one(trace.ooms[it->second], layout, gaps, max_split);
     }
   }
   return out;

@@ -65,8 +65,8 @@ struct OomAnalysis {
   std::string reason;                         // one sentence citing the numbers
 };
 
-// One analysis per entry of trace.ooms, from the layouts before them (the timelines of their
-// devices; the final state for a device without one).
+// One analysis per entry of trace.ooms (summarize_trace of the same timelines), from the
+// layouts before them.
 std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
                                       const std::vector<DeviceTimeline>& timelines);
 

@@ -168,27 +168,43 @@ DeviceLayout final_device_layout(const Snapshot& s, std::int64_t device) {
   return out;
 }
 
-std::vector<DeviceLayout> layouts_before(const Snapshot& s, const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
-  std::vector<DeviceLayout> out(indices.size());
-  const std::size_t events = s.device_traces[static_cast<std::size_t>(t.device)].events.size();
-  std::vector<std::size_t> order(indices.size());  // positions in `indices`, latest moment first
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto clamped = [&](std::size_t i) { return std::min(indices[i], events); };
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return clamped(a) > clamped(b); });
+namespace {
+
+// The layouts before `ascending` (clamped to the events), given the lifetimes live at each.
+std::vector<DeviceLayout> layouts_from(const Snapshot& s, const DeviceTimeline& t, const std::vector<std::size_t>& ascending,
+                                       const std::vector<std::vector<std::size_t>>& live) {
+  std::vector<DeviceLayout> out(ascending.size());
   SegmentReplay segments(s, t, final_ranges(s, t.device));
-  std::vector<std::size_t> ascending;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) ascending.push_back(clamped(*it));
-  const auto live = live_lifetimes(t, ascending);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    DeviceLayout& layout = out[order[k]];
-    layout.segments = segments.before(clamped(order[k]));
-    for (std::size_t lifetime : live[order.size() - 1 - k]) {
+  for (std::size_t k = ascending.size(); k-- > 0;) {  // the replay only moves backwards
+    DeviceLayout& layout = out[k];
+    layout.segments = segments.before(ascending[k]);
+    for (std::size_t lifetime : live[k]) {
       std::pair<std::uint64_t, DeviceLayout::Live> block;
       if (live_block(s, t, lifetime, block)) layout.live.push_back(block);
     }
     sort_by_address(layout.live);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<DeviceLayout> layouts_before(const Snapshot& s, const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
+  const std::size_t events = s.device_traces[static_cast<std::size_t>(t.device)].events.size();
+  std::vector<std::size_t> order(indices.size());  // positions in `indices`, earliest moment first
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto clamped = [&](std::size_t i) { return std::min(indices[i], events); };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return clamped(a) < clamped(b); });
+  std::vector<std::size_t> ascending;
+  for (std::size_t i : order) ascending.push_back(clamped(i));
+  auto layouts = layouts_from(s, t, ascending, live_lifetimes(t, ascending));
+  std::vector<DeviceLayout> out(indices.size());
+  for (std::size_t k = 0; k < order.size(); ++k) out[order[k]] = std::move(layouts[k]);
+  return out;
+}
+
+std::vector<DeviceLayout> layouts_before_ooms(const Snapshot& s, const DeviceTimeline& t) {
+  return layouts_from(s, t, t.oom_events, t.live_at_oom);
 }
 
 }  // namespace memsnap

@@ -56,21 +56,6 @@ void find_peak_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64
   t.peak_reserved = peak;
 }
 
-// Live sets at several moments of one device: result[i] holds what was live before event
-// indices[i] (ascending), attributed as allocating_stack() says.
-std::vector<std::vector<LiveItem>> live_sets(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
-  std::vector<std::vector<LiveItem>> out(indices.size());
-  const auto lifetimes = live_lifetimes(t, indices);
-  for (std::size_t i = 0; i < indices.size(); ++i) {
-    out[i].reserve(lifetimes[i].size());
-    for (std::size_t k : lifetimes[i]) {
-      const Lifetime& l = t.lifetimes[k];
-      out[i].push_back({allocating_stack(l), l.size, l.size});
-    }
-  }
-  return out;
-}
-
 // One forward pass pairs every free_completed with the open alloc of its address (nearest in
 // time) and builds the lifetimes; free_requested with no free_completed after it are pending.
 void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
@@ -91,6 +76,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   };
   for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
+    ++t.actions[static_cast<std::size_t>(e.action)];
     if (e.action == Action::Alloc) {
       close_run();
       auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
@@ -104,6 +90,8 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
       else orphan_requests[e.addr] = k;
     } else if (is_segment_action(e.action)) {
       t.segment_events.push_back(k);
+    } else if (e.action == Action::Oom) {
+      t.oom_events.push_back(k);
     } else if (e.action == Action::FreeCompleted) {
       if (auto it = open.find(e.addr); it != open.end()) {
         Lifetime& l = lifetimes[it->second.lifetime];
@@ -147,6 +135,17 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   t.pending_streams.assign(streams.begin(), streams.end());
 }
 
+// One pass over the lifetimes for the live sets at the peak and before each OOM.
+void find_live_at_peak_and_ooms(DeviceTimeline& t) {
+  std::vector<std::size_t> moments = t.oom_events;  // ascending
+  moments.insert(std::upper_bound(moments.begin(), moments.end(), t.peak_index), t.peak_index);
+  auto live = live_lifetimes(t, moments);
+  const auto peak = static_cast<std::size_t>(std::find(moments.begin(), moments.end(), t.peak_index) - moments.begin());
+  t.live_at_peak = live_items(t, live[peak]);
+  live.erase(live.begin() + static_cast<std::ptrdiff_t>(peak));
+  t.live_at_oom = std::move(live);
+}
+
 void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
   for (const Annotation& a : s.annotations) {
     if (a.device != t.device && a.device != -1) continue;
@@ -181,19 +180,13 @@ const Block* final_block_of(const Snapshot& s, const DeviceTimeline& t, std::siz
   return &s.blocks[it->second];
 }
 
-std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& s, const DeviceTimeline& t, std::vector<std::size_t> indices) {
-  const auto device = t.device;
-  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return std::vector<std::vector<LiveItem>>(indices.size());
-  const auto& events = s.device_traces[static_cast<std::size_t>(device)].events;
-  for (auto& i : indices) i = std::min(i, events.size());
-  std::vector<std::size_t> order(indices.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return indices[a] < indices[b]; });
-  std::vector<std::size_t> ascending;
-  for (std::size_t i : order) ascending.push_back(indices[i]);
-  auto sets = live_sets(t, ascending);
-  std::vector<std::vector<LiveItem>> out(indices.size());
-  for (std::size_t i = 0; i < order.size(); ++i) out[order[i]] = std::move(sets[i]);
+std::vector<LiveItem> live_items(const DeviceTimeline& t, const std::vector<std::size_t>& lifetimes) {
+  std::vector<LiveItem> out;
+  out.reserve(lifetimes.size());
+  for (std::size_t k : lifetimes) {
+    const Lifetime& l = t.lifetimes[k];
+    out.push_back({allocating_stack(l), l.size, l.size});
+  }
   return out;
 }
 
@@ -221,7 +214,7 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     DeviceTimeline& t = out[i];
     find_peak_reserved(t, events_of(t), end_reserved[i]);
     mark_steps(t, s, events_of(t));
-    t.live_at_peak = std::move(live_sets(t, {t.peak_index}).front());
+    find_live_at_peak_and_ooms(t);
   });
   return out;
 }

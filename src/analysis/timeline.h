@@ -2,6 +2,7 @@
 // was live then, alloc/free pairing, frees still pending, and step boundaries from annotations.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -69,6 +70,10 @@ struct DeviceTimeline {
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;
   std::vector<LiveItem> live_at_peak;
+  std::array<std::uint64_t, kActionCount> actions{};  // kept events per action
+  std::vector<std::size_t> oom_events;                // indices of the oom events
+  // Per oom event, the lifetimes (indices into `lifetimes`) live just before it.
+  std::vector<std::vector<std::size_t>> live_at_oom;
   std::uint64_t matched_frees = 0;          // alloc ... free_completed pairs inside the window
   std::uint64_t frees_before_window = 0;    // free_completed of memory allocated before the window
   std::uint64_t bytes_freed_before_window = 0;
@@ -98,9 +103,7 @@ std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& timel
 // The final block of a lifetime still live at the end; null when the final state lacks it.
 const Block* final_block_of(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime);
 
-// The allocations live on `device` just before each kept event index in `indices` (trace sizes,
-// allocating stacks), replayed backwards from the final state in one walk.
-std::vector<std::vector<LiveItem>> live_before_events(const Snapshot& snapshot, const DeviceTimeline& timeline,
-                                                      std::vector<std::size_t> indices);
+// The allocations of the given lifetimes as items to attribute (trace sizes, allocating_stack()).
+std::vector<LiveItem> live_items(const DeviceTimeline& timeline, const std::vector<std::size_t>& lifetimes);
 
 }  // namespace memsnap

@@ -29,6 +29,10 @@ struct TraceSummary {
   bool has_history = false;  // any trace event kept
 };
 
-TraceSummary summarize_trace(const Snapshot& snapshot);
+struct DeviceTimeline;
+
+// From the snapshot's traces and their timelines (build_timelines): OOMs by device, then in
+// event order.
+TraceSummary summarize_trace(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines);
 
 }  // namespace memsnap

@@ -71,7 +71,10 @@ struct SnapshotBuilder {
     event(Action::Oom, device_free, size, stream);
   }
 
-  std::vector<OomAnalysis> analyze() const { return analyze_ooms(s, summarize_trace(s), build_timelines(s)); }
+  std::vector<OomAnalysis> analyze() const {
+    const auto timelines = build_timelines(s);
+    return analyze_ooms(s, summarize_trace(s, timelines), timelines);
+  }
 };
 
 constexpr BlockState kLive = BlockState::ActiveAllocated;
