@@ -227,7 +227,7 @@ std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const D
       m.first += l.size;
       m.second = std::max(m.second, c.depth);
     }
-    if (l.alloc != kBeforeWindow) first_alloc = std::min(first_alloc, l.alloc);
+    if (l.alloc != kBeforeWindow) first_alloc = std::min<std::size_t>(first_alloc, l.alloc);
   }
   if (a.freeable < kMinFreeable || a.freeable * 100 < static_cast<std::uint64_t>(a.peak) * kActivationSharePercent) return std::nullopt;
   // The module to checkpoint: the deepest call site that still covers half the freeable bytes

@@ -81,10 +81,10 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
       close_run();
       auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
       if (!inserted) {  // an inconsistent trace reuses a live address: end the old lifetime here
-        lifetimes[it->second.lifetime].free = k;
+        lifetimes[it->second.lifetime].free = static_cast<EventIndex>(k);
         it->second = {lifetimes.size(), 0};
       }
-      lifetimes.push_back({k, kStillLive, e.size, e.stack, kNoStack});
+      lifetimes.push_back({static_cast<EventIndex>(k), kStillLive, e.size, e.stack, kNoStack});
     } else if (e.action == Action::FreeRequested) {
       if (auto it = open.find(e.addr); it != open.end()) it->second.requested = k + 1;
       else orphan_requests[e.addr] = k;
@@ -95,14 +95,14 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
     } else if (e.action == Action::FreeCompleted) {
       if (auto it = open.find(e.addr); it != open.end()) {
         Lifetime& l = lifetimes[it->second.lifetime];
-        l.free = k;
+        l.free = static_cast<EventIndex>(k);
         l.free_stack = e.stack;
         run.push_back(it->second.lifetime);
         open.erase(it);
         ++t.matched_frees;
       } else {
         orphan_requests.erase(e.addr);
-        lifetimes.push_back({kBeforeWindow, k, e.size, kNoStack, e.stack});
+        lifetimes.push_back({kBeforeWindow, static_cast<EventIndex>(k), e.size, kNoStack, e.stack});
         ++t.frees_before_window;
         t.bytes_freed_before_window += e.size;
       }
@@ -165,7 +165,7 @@ std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, co
   for (std::size_t k = 0; k < t.lifetimes.size(); ++k) {
     const Lifetime& l = t.lifetimes[k];
     // Live in the states alloc+1 .. free.
-    const std::size_t from = l.alloc == kBeforeWindow ? 0 : l.alloc + 1;
+    const std::size_t from = l.alloc == kBeforeWindow ? 0 : std::size_t{l.alloc} + 1;
     auto it = std::lower_bound(indices.begin(), indices.end(), from);
     for (; it != indices.end() && (l.free == kStillLive || *it <= l.free); ++it) {
       out[static_cast<std::size_t>(it - indices.begin())].push_back(k);

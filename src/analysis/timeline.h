@@ -30,12 +30,16 @@ struct StepMark {
 //
 // Allocations older than the window (alloc = kBeforeWindow) and still live at the end
 // (free = kStillLive) are open-ended.
-inline constexpr std::size_t kBeforeWindow = std::numeric_limits<std::size_t>::max();
-inline constexpr std::size_t kStillLive = std::numeric_limits<std::size_t>::max();
+//
+// Event indices are 32-bit (the event store keeps at most limits::kMaxKeptEventsPerDevice events
+// a device), so a lifetime takes 24 bytes.
+using EventIndex = std::uint32_t;
+inline constexpr EventIndex kBeforeWindow = std::numeric_limits<EventIndex>::max();
+inline constexpr EventIndex kStillLive = std::numeric_limits<EventIndex>::max();
 
 struct Lifetime {
-  std::size_t alloc = kBeforeWindow;  // index of the alloc event
-  std::size_t free = kStillLive;      // index of the free_completed event
+  EventIndex alloc = kBeforeWindow;  // index of the alloc event
+  EventIndex free = kStillLive;      // index of the free_completed event
   std::uint64_t size = 0;             // trace size (requested bytes)
   StackId stack = kNoStack;           // allocation stack; empty when allocated before the window and freed in it
   StackId free_stack = kNoStack;
@@ -45,6 +49,7 @@ struct Lifetime {
   }
 };
 
+static_assert(sizeof(Lifetime) == 24);
 using Lifetimes = BigVector<Lifetime>;
 
 // The stack a live block is attributed to: the one that allocated it when that alloc is in the

@@ -14,6 +14,9 @@ inline constexpr std::size_t kMaxStringBytes = 1u << 30;         // one str/byte
 inline constexpr std::size_t kMaxIntBytes = 64;                  // LONG1/LONG4 payload
 inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zstd output
 inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items in all containers
+// Trace events kept per device whatever --max-trace-events says: the analysis indexes them with
+// 32 bits (and 2^32 events would take 128 GiB).
+inline constexpr std::uint64_t kMaxKeptEventsPerDevice = 0xFFFFFFFEull;
 
 // Bytes memsnap lets its value arena, memo and decompression buffers grow to: half the machine's
 // physical memory (at most 64 GiB), so a hostile file gets a clean error instead of the kernel's

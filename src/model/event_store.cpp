@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/parallel.h"
 
 namespace memsnap {
@@ -13,7 +14,7 @@ constexpr std::size_t kMaxDevices = 4096;
 }  // namespace
 
 EventStore::EventStore(Snapshot& snapshot, std::uint64_t max_events_per_device)
-    : snap_(snapshot), max_events_(std::max<std::uint64_t>(max_events_per_device, 1)), current_(std::make_unique<Batch>()) {
+    : snap_(snapshot), max_events_(std::clamp<std::uint64_t>(max_events_per_device, 1, limits::kMaxKeptEventsPerDevice)), current_(std::make_unique<Batch>()) {
   if (worker_count() > 1) worker_ = std::thread([this] { work(); });
 }
 
