@@ -12,45 +12,11 @@ namespace memsnap::patterns_detail {
 
 // ---------------------------------------------------------- optimizer state
 
-namespace {
-
-struct OptimizerRun {
-  std::size_t first = 0, last = 0;  // event indices of its first and last optimizer allocation
-};
-
-std::vector<OptimizerRun> optimizer_runs(const Snapshot& s, const TraceEvents& events,
-                                         std::unordered_map<StackId, bool>& memo) {
-  std::vector<OptimizerRun> runs;
-  std::size_t others = 0;
-  bool in_run = false;
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    if (events[k].action != Action::Alloc) continue;
-    auto it = memo.find(events[k].stack);
-    if (it == memo.end()) it = memo.emplace(events[k].stack, is_optimizer_stack(s, events[k].stack)).first;
-    if (it->second) {
-      if (!in_run) runs.push_back({k, k});
-      runs.back().last = k;
-      in_run = true;
-      others = 0;
-    } else if (in_run && ++others >= 3) {
-      in_run = false;
-    }
-  }
-  return runs;
-}
-
-}  // namespace
-
 std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                               SiteIndex& sites, const Analysis& a) {
   const auto& events = events_of(s, t.device);
-  std::unordered_map<StackId, bool> memo;
-  auto is_opt = [&](StackId stack) {
-    auto it = memo.find(stack);
-    if (it == memo.end()) it = memo.emplace(stack, is_optimizer_stack(s, stack)).first;
-    return it->second;
-  };
-  const auto runs = optimizer_runs(s, events, memo);
+  OptimizerStacks is_opt(s);
+  const auto runs = optimizer_runs(t, is_opt);
   OptimizerSpike o;
   o.device = t.device;
   for (const OomAnalysis& oom : a.ooms) o.oom |= oom.event.device == t.device && is_opt(oom.event.stack);

@@ -91,30 +91,15 @@ bool from_annotations(const DeviceTimeline& t, Steps& out) {
   return false;
 }
 
-// Runs of allocations under torch/optim: each run is one optimizer.step(); a run ends when at least
-// three other allocations follow.
-bool from_optimizer_allocations(const Snapshot& s, const TraceEvents& events, Steps& out) {
-  std::unordered_map<StackId, bool> memo;
-  std::vector<std::size_t> starts;
-  std::size_t others = 0;
-  bool in_run = false;
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    const TraceEvent& e = events[k];
-    if (e.action != Action::Alloc) continue;
-    auto it = memo.find(e.stack);
-    if (it == memo.end()) it = memo.emplace(e.stack, is_optimizer_stack(s, e.stack)).first;
-    if (it->second) {
-      if (!in_run) starts.push_back(k);
-      in_run = true;
-      others = 0;
-    } else if (in_run && ++others >= 3) {
-      in_run = false;
-    }
-  }
-  if (starts.size() < kMinBoundaries) return false;
+// Steps from the runs of torch/optim allocations.
+bool from_optimizer_allocations(const Snapshot& s, const DeviceTimeline& t, Steps& out) {
+  OptimizerStacks is_optimizer(s);
+  const std::vector<OptimizerRun> runs = optimizer_runs(t, is_optimizer);
+  if (runs.size() < kMinBoundaries) return false;
   out.source = StepSource::OptimizerTrace;
   out.marker = "torch/optim allocations";
-  out.boundaries = std::move(starts);
+  out.boundaries.clear();
+  for (const OptimizerRun& r : runs) out.boundaries.push_back(r.first);
   return true;
 }
 
@@ -266,6 +251,30 @@ bool is_optimizer_stack(const Snapshot& s, StackId stack) {
   return false;
 }
 
+bool OptimizerStacks::operator()(StackId stack) {
+  if (stack >= known_.size()) return is_optimizer_stack(snapshot_, stack);
+  if (known_[stack] == kUnknown) known_[stack] = is_optimizer_stack(snapshot_, stack) ? 1 : 0;
+  return known_[stack] == 1;
+}
+
+std::vector<OptimizerRun> optimizer_runs(const DeviceTimeline& t, OptimizerStacks& is_optimizer) {
+  std::vector<OptimizerRun> runs;
+  std::size_t others = 0;
+  bool in_run = false;
+  for (const Lifetime& l : t.lifetimes) {  // the window's allocations come in event order
+    if (l.alloc == kBeforeWindow) continue;
+    if (is_optimizer(l.stack)) {
+      if (!in_run) runs.push_back({l.alloc, l.alloc});
+      runs.back().last = l.alloc;
+      in_run = true;
+      others = 0;
+    } else if (in_run && ++others >= 3) {
+      in_run = false;
+    }
+  }
+  return runs;
+}
+
 std::size_t SiteIndex::of(StackId stack) {
   if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(snapshot_.stack_count(), stack + 1), 0);
   if (by_stack_[stack]) return by_stack_[stack] - 1;
@@ -286,7 +295,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   out.device = t.device;
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
   const auto& events = s.device_traces[static_cast<std::size_t>(t.device)].events;
-  if (!from_annotations(t, out) && !from_optimizer_allocations(s, events, out) && !from_period(s, events, out)) {
+  if (!from_annotations(t, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
   }
@@ -325,11 +334,20 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     }
     return series_of[site];
   };
+  // The window's allocations come in event order: the boundary after each alloc only moves
+  // forwards; most blocks are freed before the next boundary.
+  std::size_t next_boundary = 0;
+  auto boundaries_up_to = [&](std::size_t from, std::size_t index) {  // boundaries <= index, knowing `from` are
+    if (from >= nb || B[from] > index) return from;
+    return static_cast<std::size_t>(std::upper_bound(B.begin() + static_cast<std::ptrdiff_t>(from), B.end(), index) - B.begin());
+  };
   for (const Lifetime& l : lifetimes) {
-    const std::size_t first =
-        l.alloc == kBeforeWindow ? 0 : static_cast<std::size_t>(std::upper_bound(B.begin(), B.end(), l.alloc) - B.begin());
-    const std::size_t end =
-        l.free == kStillLive ? nb : static_cast<std::size_t>(std::upper_bound(B.begin(), B.end(), l.free) - B.begin());
+    std::size_t first = 0;
+    if (l.alloc != kBeforeWindow) {
+      while (next_boundary < nb && B[next_boundary] <= l.alloc) ++next_boundary;
+      first = next_boundary;
+    }
+    const std::size_t end = l.free == kStillLive ? nb : boundaries_up_to(first, l.free);
     const bool inside = l.alloc != kBeforeWindow && first > 0 && first < nb;
     if (first >= end && !inside) continue;
     const std::size_t k = series(sites.of(l.stack));

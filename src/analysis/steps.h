@@ -62,6 +62,25 @@ Steps find_steps(const Snapshot& snapshot, const DeviceTimeline& timeline);
 // no module call or backward lies inside it (a closure given to optimizer.step() is not).
 bool is_optimizer_stack(const Snapshot& snapshot, StackId stack);
 
+// is_optimizer_stack() remembered per stack id. Not thread-safe: one per thread.
+class OptimizerStacks {
+ public:
+  explicit OptimizerStacks(const Snapshot& snapshot) : snapshot_(snapshot), known_(snapshot.stack_count(), kUnknown) {}
+  bool operator()(StackId stack);
+
+ private:
+  static constexpr std::int8_t kUnknown = -1;
+  const Snapshot& snapshot_;
+  std::vector<std::int8_t> known_;  // by stack id: kUnknown, 0 or 1
+};
+
+// Runs of allocations under torch/optim, each one optimizer.step(): a run ends when at least
+// three other allocations follow. From the window's allocations in the timeline's lifetimes.
+struct OptimizerRun {
+  std::size_t first = 0, last = 0;  // event indices of its first and last optimizer allocation
+};
+std::vector<OptimizerRun> optimizer_runs(const DeviceTimeline& timeline, OptimizerStacks& is_optimizer);
+
 // Live bytes and blocks of one site at every boundary.
 struct SiteSeries {
   std::size_t site = 0;
