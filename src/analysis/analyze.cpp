@@ -45,7 +45,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   Analysis a;
   a.options = options;
   SiteCache site_cache(s);
-  a.sites = attribute(s, live_blocks(s), site_cache);
+  a.sites = attribute(live_blocks(s), site_cache);
   {
     PhaseTimer t("timelines");
     a.timelines = build_timelines(s);
@@ -58,7 +58,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     if (t.peak_allocated && *t.peak_allocated > best) {
       best = *t.peak_allocated;
       a.peak_device = t.device;
-      a.sites_at_peak = attribute(s, t.live_at_peak, site_cache);
+      a.sites_at_peak = attribute(t.live_at_peak, site_cache);
     }
   }
   a.pools = free_by_pool_and_stream(s);
@@ -67,7 +67,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     a.ooms = analyze_ooms(s, a.trace, a.timelines);
   }
   for (const DeviceTimeline& t : a.timelines) {  // a.ooms is in timeline order
-    for (const auto& live : t.live_at_oom) a.sites_at_oom.push_back(attribute(s, live_items(t, live), site_cache));
+    for (const auto& live : t.live_at_oom) a.sites_at_oom.push_back(attribute(live_items(t, live), site_cache));
   }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   PhaseTimer t("findings");

@@ -145,10 +145,10 @@ const Site& SiteCache::describe(StackId stack) {
 
 std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items) {
   SiteCache cache(s);
-  return attribute(s, items, cache);
+  return attribute(items, cache);
 }
 
-std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& items, SiteCache& cache) {
+std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache) {
   // Stacks repeat a lot: look each stack's site up once.
   std::unordered_map<StackId, std::size_t> site_of_stack;
   std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)

@@ -67,7 +67,7 @@ class SiteCache {
 };
 
 // Groups items by site, largest first; blocks without a stack form the "[no stack recorded]" site.
-std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items, SiteCache& cache);
+std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache);
 std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items);
 
 // The live (active_allocated) blocks of the final state, optionally of one device only.

@@ -136,10 +136,14 @@ class BigVector {
     capacity_ = bytes / sizeof(T);
     poison_unused();
   }
-  // Under AddressSanitizer the capacity past size() is poisoned, as in std::vector's annotations.
+  // Under AddressSanitizer the capacity past size() is poisoned, as in std::vector's
+  // annotations; a size change re-annotates only the elements that changed sides.
   void set_size(std::size_t n) {
+#ifdef MEMSNAP_BIG_VECTOR_ASAN
+    if (data_ && n > size_) ASAN_UNPOISON_MEMORY_REGION(data_ + size_, (n - size_) * sizeof(T));
+    if (data_ && n < size_) ASAN_POISON_MEMORY_REGION(data_ + n, (size_ - n) * sizeof(T));
+#endif
     size_ = n;
-    poison_unused();
   }
   void unpoison_all() {
 #ifdef MEMSNAP_BIG_VECTOR_ASAN
