@@ -40,8 +40,8 @@ std::string steps_evidence(const Steps& st, std::size_t devices) {
 
 namespace {
 
-// What one device's trace shows, computed on its own (devices run in parallel) and merged in
-// device order by diagnose().
+// What one device's trace shows, computed on its own (devices, and two halves of each, run in
+// parallel) and merged in device order by diagnose().
 struct DeviceResult {
   Steps steps;
   DeviceSteps summary;
@@ -54,28 +54,31 @@ struct DeviceResult {
   std::vector<std::int64_t> live;  // live bytes at the step boundaries
 };
 
-DeviceResult diagnose_device(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, std::size_t devices) {
+// The step table and what follows from it: growing sites, a retained graph.
+void diagnose_growth(const Snapshot& s, const DeviceTimeline& t, std::size_t devices, DeviceResult& r) {
   using namespace patterns_detail;
-  DeviceResult r;
+  if (!r.steps.found()) return;
   SiteIndex sites(s);
   CategoryMemo category(s);
-  r.steps = find_steps(s, t);
-  r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}};
-  if (r.steps.found()) {
-    const StepTable table = step_table(s, t, t.lifetimes, r.steps, sites);
-    r.summary.live = table.live;
-    r.summary.time_us = table.time_us;
-    r.live = table.live;
-    r.growing = growing_sites(table, sites, t.device);
-    if (!r.growing.empty()) {
-      r.retained = retained_graph(s, r.growing, table, sites, category);
-      if (r.retained) r.retained_pattern.push_back(retained_graph_pattern(*r.retained, r.steps, table.live, devices));
-    }
-    r.cycles = reference_cycles(t, r.steps, sites);
+  const StepTable table = step_table(s, t, t.lifetimes, r.steps, sites);
+  r.summary.live = table.live;
+  r.summary.time_us = table.time_us;
+  r.live = table.live;
+  r.growing = growing_sites(table, sites, t.device);
+  if (!r.growing.empty()) {
+    r.retained = retained_graph(s, r.growing, table, sites, category);
+    if (r.retained) r.retained_pattern.push_back(retained_graph_pattern(*r.retained, r.steps, table.live, devices));
   }
+}
+
+// The patterns that need only the steps and the lifetimes: cycles, optimizer spike, activations.
+void diagnose_lifetimes(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, DeviceResult& r) {
+  using namespace patterns_detail;
+  SiteIndex sites(s);
+  CategoryMemo category(s);
+  if (r.steps.found()) r.cycles = reference_cycles(t, r.steps, sites);
   r.spike = optimizer_spike(s, t, t.lifetimes, sites, a);
   if (t.device == a.peak_device) r.activation = activation_pressure(s, t, t.lifetimes, r.steps, category);
-  return r;
 }
 
 }  // namespace
@@ -87,7 +90,18 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   bool capacity_oom = false;
   for (const OomAnalysis& o : a.ooms) capacity_oom |= o.verdict == OomVerdict::Capacity;
   std::vector<DeviceResult> results(devices);
-  parallel_for(devices, [&](std::size_t i) { results[i] = diagnose_device(s, a, a.timelines[i], devices); });
+  for (std::size_t i = 0; i < devices; ++i) {
+    const DeviceTimeline& t = a.timelines[i];
+    DeviceResult& r = results[i];
+    r.steps = find_steps(s, t);
+    r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}};
+  }
+  // Two independent halves per device, so even one device keeps two cores busy.
+  parallel_for(devices * 2, [&](std::size_t i) {
+    const std::size_t d = i / 2;
+    if (i % 2 == 0) diagnose_growth(s, a.timelines[d], devices, results[d]);
+    else diagnose_lifetimes(s, a, a.timelines[d], results[d]);
+  });
   std::vector<Pattern> leaks, others;
   for (DeviceResult& r : results) {
     d.steps.push_back(std::move(r.summary));
