@@ -56,6 +56,8 @@ void drop_bulky(Analysis& a) {
     t.free_bursts = {};
     t.lifetimes = {};
     std::vector<LiveItem>().swap(t.live_at_peak);
+    std::vector<std::vector<std::size_t>>().swap(t.live_at_oom);  // indices into the lifetimes dropped above
+    std::vector<std::pair<std::size_t, std::size_t>>().swap(t.final_blocks);
   }
 }
 
