@@ -65,7 +65,7 @@ void fragmentation_without_oom(Analysis& a) {
   if (!a.ooms.empty()) return;
   const Totals& t = a.totals.overall;
   std::uint64_t spread = 0;
-  for (const auto& pool : a.pools) spread += pool.segments_with_inactive;
+  for (const auto& pool : a.pools) spread += pool.totals.segments_with_inactive;
   if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3 || t.largest_inactive_block * 4 > t.inactive || spread < 8) return;
   Pattern p;
   p.id = "fragmentation";

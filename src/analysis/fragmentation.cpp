@@ -217,25 +217,7 @@ std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot) {
     g.device = seg.device;
     g.is_large = seg.is_large;
     g.stream = seg.stream;
-    ++g.segments;
-    g.reserved = sat_add(g.reserved, seg.total_size);
-    bool has_inactive = false;
-    const auto [first, last] = block_range(snapshot, seg);
-    for (std::size_t i = first; i < last; ++i) {
-      const Block& blk = snapshot.blocks[i];
-      if (blk.state == BlockState::ActiveAllocated) {
-        g.allocated = sat_add(g.allocated, blk.size);
-        g.requested = sat_add(g.requested, blk.requested_size);
-      } else if (blk.state == BlockState::ActivePendingFree) {
-        g.pending_free = sat_add(g.pending_free, blk.size);
-      }
-      if (blk.state != BlockState::Inactive) continue;
-      g.inactive = sat_add(g.inactive, blk.size);
-      g.largest_inactive_block = std::max(g.largest_inactive_block, blk.size);
-      ++g.inactive_blocks;
-      has_inactive = true;
-    }
-    if (has_inactive) ++g.segments_with_inactive;
+    add_segment(g.totals, snapshot, seg);
   }
   std::vector<PoolStreamFree> out;
   out.reserve(groups.size());

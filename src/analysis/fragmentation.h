@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/timeline.h"
+#include "analysis/totals.h"
 #include "analysis/trace_summary.h"
 #include "model/snapshot.h"
 
@@ -18,20 +19,13 @@ namespace memsnap {
 // multiples of 512.
 std::uint64_t round_request(std::uint64_t bytes);
 
-// Totals and inactive memory of one (device, pool, stream) group.
+// Totals and inactive memory of one (device, pool, stream) group (no peaks: the trace does not
+// say which pool a segment event belongs to).
 struct PoolStreamFree {
   std::int64_t device = 0;
-  bool is_large = true;      // segment_type
+  bool is_large = true;  // segment_type
   std::int64_t stream = 0;
-  std::uint64_t reserved = 0;
-  std::uint64_t allocated = 0;
-  std::uint64_t requested = 0;
-  std::uint64_t pending_free = 0;
-  std::uint64_t inactive = 0;
-  std::uint64_t largest_inactive_block = 0;
-  std::uint64_t segments = 0;                 // segments in the group
-  std::uint64_t segments_with_inactive = 0;   // ... that hold inactive blocks
-  std::uint64_t inactive_blocks = 0;
+  Totals totals;
 };
 
 // For every group present in the snapshot (sorted by device, pool large first, stream).

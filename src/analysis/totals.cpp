@@ -21,6 +21,7 @@ void add_block(Totals& t, const Block& b) {
     case BlockState::Inactive:
       t.inactive += b.size;
       t.largest_inactive_block = std::max(t.largest_inactive_block, b.size);
+      ++t.inactive_blocks;
       break;
     case BlockState::Unknown:
       break;
@@ -36,23 +37,27 @@ void accumulate(Totals& into, const Totals& t) {
   into.segments += t.segments;
   into.blocks += t.blocks;
   into.largest_inactive_block = std::max(into.largest_inactive_block, t.largest_inactive_block);
+  into.segments_with_inactive += t.segments_with_inactive;
+  into.inactive_blocks += t.inactive_blocks;
   if (t.peak_allocated) into.peak_allocated = std::max(into.peak_allocated.value_or(0), *t.peak_allocated);
   if (t.peak_reserved) into.peak_reserved = std::max(into.peak_reserved.value_or(0), *t.peak_reserved);
 }
 
 }  // namespace
 
+void add_segment(Totals& t, const Snapshot& snapshot, const Segment& seg) {
+  t.reserved += seg.total_size;
+  ++t.segments;
+  const std::uint64_t inactive_before = t.inactive_blocks;
+  for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < snapshot.blocks.size(); ++i) {
+    add_block(t, snapshot.blocks[seg.first_block + i]);
+  }
+  if (t.inactive_blocks != inactive_before) ++t.segments_with_inactive;
+}
+
 TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines) {
   std::map<std::int64_t, Totals> per_device;
-  for (const Segment& seg : snapshot.segments) {
-    Totals& t = per_device[seg.device];
-    t.reserved += seg.total_size;
-    ++t.segments;
-    for (std::uint32_t i = 0; i < seg.block_count; ++i) {
-      const Block& b = snapshot.blocks[seg.first_block + i];
-      add_block(t, b);
-    }
-  }
+  for (const Segment& seg : snapshot.segments) add_segment(per_device[seg.device], snapshot, seg);
   for (const DeviceTimeline& timeline : timelines) {
     Totals& t = per_device[timeline.device];
     t.peak_allocated = timeline.peak_allocated;

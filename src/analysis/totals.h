@@ -20,6 +20,8 @@ struct Totals {
   std::uint64_t segments = 0;
   std::uint64_t blocks = 0;
   std::uint64_t largest_inactive_block = 0;
+  std::uint64_t segments_with_inactive = 0;  // segments holding at least one inactive block
+  std::uint64_t inactive_blocks = 0;
   std::optional<std::int64_t> peak_allocated;  // null without trace history
   std::optional<std::int64_t> peak_reserved;
 };
@@ -33,6 +35,9 @@ struct TotalsReport {
   Totals overall;
   std::vector<DeviceTotals> devices;  // devices with segments or trace events, ascending
 };
+
+// Adds one segment and its blocks to `t` (everything but the peaks).
+void add_segment(Totals& t, const Snapshot& snapshot, const Segment& segment);
 
 // The peaks per device are those of `timelines` (build_timelines): null without trace history.
 TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines);

@@ -79,11 +79,12 @@ nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
 nlohmann::ordered_json pools_json(const std::vector<PoolStreamFree>& pools) {
   auto arr = nlohmann::ordered_json::array();
   for (const auto& p : pools) {
+    const Totals& t = p.totals;
     arr.push_back({{"device", p.device}, {"pool", p.is_large ? "large" : "small"}, {"stream", p.stream},
-                   {"reserved", p.reserved}, {"allocated", p.allocated}, {"requested", p.requested},
-                   {"pending_free", p.pending_free}, {"inactive", p.inactive}, {"largest_inactive_block", p.largest_inactive_block},
-                   {"segments", p.segments}, {"segments_with_inactive", p.segments_with_inactive},
-                   {"inactive_blocks", p.inactive_blocks}});
+                   {"reserved", t.reserved}, {"allocated", t.allocated}, {"requested", t.requested},
+                   {"pending_free", t.pending_free}, {"inactive", t.inactive}, {"largest_inactive_block", t.largest_inactive_block},
+                   {"segments", t.segments}, {"segments_with_inactive", t.segments_with_inactive},
+                   {"inactive_blocks", t.inactive_blocks}});
   }
   return arr;
 }

@@ -35,7 +35,8 @@ void check_report(const LoadedSnapshot& loaded, const nlohmann::json& truth) {
   const Analysis a = analyze(loaded);
   EXPECT_TRUE(a.invariant_violations.empty());
   std::uint64_t pool_reserved = 0, pool_allocated = 0, pool_inactive = 0, pool_pending = 0;
-  for (const auto& p : a.pools) {
+  for (const auto& pool : a.pools) {
+    const Totals& p = pool.totals;
     EXPECT_EQ(p.reserved, p.allocated + p.pending_free + p.inactive);
     pool_reserved += p.reserved;
     pool_allocated += p.allocated;

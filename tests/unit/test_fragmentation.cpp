@@ -109,25 +109,25 @@ TEST(Fragmentation, FreeByPoolAndStream) {
   EXPECT_EQ(groups[0].device, 0);
   EXPECT_TRUE(groups[0].is_large);
   EXPECT_EQ(groups[0].stream, 0);
-  EXPECT_EQ(groups[0].inactive, 14 * MiB);
-  EXPECT_EQ(groups[0].largest_inactive_block, 8 * MiB);
-  EXPECT_EQ(groups[0].segments, 2u);
-  EXPECT_EQ(groups[0].segments_with_inactive, 1u);
-  EXPECT_EQ(groups[0].inactive_blocks, 2u);
+  EXPECT_EQ(groups[0].totals.inactive, 14 * MiB);
+  EXPECT_EQ(groups[0].totals.largest_inactive_block, 8 * MiB);
+  EXPECT_EQ(groups[0].totals.segments, 2u);
+  EXPECT_EQ(groups[0].totals.segments_with_inactive, 1u);
+  EXPECT_EQ(groups[0].totals.inactive_blocks, 2u);
 
   EXPECT_TRUE(groups[1].is_large);
   EXPECT_EQ(groups[1].stream, 7);
-  EXPECT_EQ(groups[1].inactive, 30 * MiB);
-  EXPECT_EQ(groups[1].segments_with_inactive, 1u);
+  EXPECT_EQ(groups[1].totals.inactive, 30 * MiB);
+  EXPECT_EQ(groups[1].totals.segments_with_inactive, 1u);
 
   EXPECT_FALSE(groups[2].is_large);
   EXPECT_EQ(groups[2].device, 0);
-  EXPECT_EQ(groups[2].inactive, MiB);  // the pending-free block is not inactive
-  EXPECT_EQ(groups[2].inactive_blocks, 1u);
+  EXPECT_EQ(groups[2].totals.inactive, MiB);  // the pending-free block is not inactive
+  EXPECT_EQ(groups[2].totals.inactive_blocks, 1u);
 
   EXPECT_EQ(groups[3].device, 1);
   EXPECT_FALSE(groups[3].is_large);
-  EXPECT_EQ(groups[3].inactive, 2 * MiB);
+  EXPECT_EQ(groups[3].totals.inactive, 2 * MiB);
 }
 
 TEST(Fragmentation, FinalStateWithoutTrace) {
