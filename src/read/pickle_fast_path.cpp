@@ -35,19 +35,27 @@ inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& 
   }
 }
 
-// BINGET or LONG_BINGET at d (5 readable bytes): its length with the index in `index`, else 0.
-inline std::size_t memo_ref(const std::uint8_t* d, std::uint64_t& index) {
-  if (d[0] == 'h') {
+// A memo opcode at d with `available` readable bytes: `one_byte` i or `four_byte` iiii (BINGET
+// 'h' / LONG_BINGET 'j', BINPUT 'q' / LONG_BINPUT 'r'). Its length with the index in `index`;
+// 0 for another opcode or when its bytes are not all readable.
+inline std::size_t memo_index(const std::uint8_t* d, std::size_t available, std::uint8_t one_byte, std::uint8_t four_byte,
+                              std::uint64_t& index) {
+  if (available >= 2 && d[0] == one_byte) {
     index = d[1];
     return 2;
   }
-  if (d[0] == 'j') {
+  if (available >= 5 && d[0] == four_byte) {
     std::uint32_t u;
     std::memcpy(&u, d + 1, 4);
     index = u;
     return 5;
   }
   return 0;
+}
+
+// BINGET or LONG_BINGET at d (see memo_index).
+inline std::size_t memo_ref(const std::uint8_t* d, std::size_t available, std::uint64_t& index) {
+  return memo_index(d, available, 'h', 'j', index);
 }
 
 }  // namespace
@@ -89,13 +97,8 @@ bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
   if (data_[p] == 0x94) {
     index = memo_.size();
     p += 1;
-  } else if (data_[p] == 'q' && p + 1 < fast_limit_) {
-    index = data_[p + 1];
-    p += 2;
-  } else if (data_[p] == 'r' && p + 4 < fast_limit_) {
-    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
-            std::uint64_t(data_[p + 4]) << 24;
-    p += 5;
+  } else if (const std::size_t length = memo_index(data_ + p, fast_limit_ - p, 'q', 'r', index)) {
+    p += length;
   } else {
     return true;  // not memoized
   }
@@ -109,16 +112,9 @@ bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
   skip_frames<kFrames>(p);
   if (p >= fast_limit_) return false;
   std::uint64_t index;
-  if (data_[p] == 'h' && p + 1 < fast_limit_) {
-    index = data_[p + 1];
-    p += 2;
-  } else if (data_[p] == 'j' && p + 4 < fast_limit_) {
-    index = std::uint64_t(data_[p + 1]) | std::uint64_t(data_[p + 2]) << 8 | std::uint64_t(data_[p + 3]) << 16 |
-            std::uint64_t(data_[p + 4]) << 24;
-    p += 5;
-  } else {
-    return false;
-  }
+  const std::size_t length = memo_ref(data_ + p, fast_limit_ - p, index);
+  if (length == 0) return false;
+  p += length;
   if (index >= memo_.size() || memo_[index].kind == Kind::Released) return false;
   out = memo_[index];
   return true;
@@ -238,19 +234,10 @@ template <bool kFrames>
 bool PickleVm::fast_key(std::size_t& p, Value& key) {
   skip_frames<kFrames>(p);
   if (p >= fast_limit_) return false;
-  const std::uint8_t* d = data_ + p;
   std::uint64_t index;
-  if (d[0] == 'h' && p + 2 <= fast_limit_) {
-    index = d[1];
-    p += 2;
-  } else if (d[0] == 'j' && p + 5 <= fast_limit_) {
-    std::uint32_t u;
-    std::memcpy(&u, d + 1, 4);
-    index = u;
-    p += 5;
-  } else {
-    return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
-  }
+  const std::size_t length = memo_ref(data_ + p, fast_limit_ - p, index);
+  if (length == 0) return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
+  p += length;
   if (index >= memo_.size()) return false;
   key = memo_[index];
   return key.kind == Kind::Str;
@@ -326,10 +313,10 @@ bool PickleVm::fast_entry() {
 // Anything else (an unknown key, a value of another type, a negative size) gives up before the
 // sink sees anything, and fast_entry or the generic path reports it properly.
 
-// What the str at memo_index means as a trace-entry key (Unknown when it is not a str).
-TraceField PickleVm::field_of_key(std::uint64_t memo_index) {
-  if (memo_index >= memo_.size() || memo_[memo_index].kind != Kind::Str) return TraceField::Unknown;
-  return sink_->trace_field(memo_[memo_index].str());
+// What the str at memo slot `index` means as a trace-entry key (Unknown when it is not a str).
+TraceField PickleVm::field_of_key(std::uint64_t index) {
+  if (index >= memo_.size() || memo_[index].kind != Kind::Str) return TraceField::Unknown;
+  return sink_->trace_field(memo_[index].str());
 }
 
 
@@ -339,7 +326,7 @@ template <bool kFrames>
 [[gnu::always_inline]] inline bool PickleVm::typed_value(std::size_t& p, Value& v, bool allow_tuple) {
   const std::uint8_t* d = data_ + p;  // 10 readable bytes
   std::uint64_t index;
-  if (const std::size_t length = memo_ref(d, index)) {
+  if (const std::size_t length = memo_ref(d, fast_limit_ - p, index)) {
     if (index >= memo_.size()) return false;
     v = memo_[index];
     if (v.kind == Kind::Released) return false;
@@ -398,7 +385,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
       break;
     } else {
       std::uint64_t index;
-      const std::size_t length = memo_ref(d, index);
+      const std::size_t length = memo_ref(d, limit - p, index);
       if (length == 0) return false;
       p += length;
       field = field_of_key(index);

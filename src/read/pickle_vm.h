@@ -199,7 +199,7 @@ class PickleVm {
   bool typed_entry();
   template <bool kFrames>
   bool typed_entry_fields(std::size_t& p, TraceFields& fields);
-  TraceField field_of_key(std::uint64_t memo_index);
+  TraceField field_of_key(std::uint64_t index);
   template <bool kFrames>
   bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
   template <bool kFrames>
