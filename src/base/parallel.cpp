@@ -1,4 +1,5 @@
-// worker_count(): the CPUs in this process's affinity mask (what containers and taskset allow).
+// worker_count(): the CPUs in this process's affinity mask (what containers and taskset allow);
+// stop_worker().
 #include "base/parallel.h"
 
 #include <sched.h>
@@ -15,6 +16,16 @@ std::size_t worker_count() {
     return std::max<std::size_t>(1, std::thread::hardware_concurrency());
   }();
   return count;
+}
+
+void stop_worker(std::thread& worker, std::mutex& mutex, std::condition_variable& changed, bool& stop) {
+  if (!worker.joinable()) return;
+  {
+    std::lock_guard lock(mutex);
+    stop = true;
+  }
+  changed.notify_all();
+  worker.join();
 }
 
 }  // namespace memsnap

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -14,6 +15,10 @@ namespace memsnap {
 
 // Threads worth starting: the CPUs this process may run on (at least 1).
 std::size_t worker_count();
+
+// Stops a background worker that waits on `changed` until `stop` is set: sets it under `mutex`,
+// wakes the worker and joins it. Nothing when the worker does not run.
+void stop_worker(std::thread& worker, std::mutex& mutex, std::condition_variable& changed, bool& stop);
 
 // Calls fn(i) once for every i in [0, n), in any order and on up to worker_count() threads.
 // The first exception thrown by a task is rethrown here after every thread has finished.

@@ -18,15 +18,7 @@ EventStore::EventStore(Snapshot& snapshot, std::uint64_t max_events_per_device)
   if (worker_count() > 1) worker_ = std::thread([this] { work(); });
 }
 
-EventStore::~EventStore() {
-  if (!worker_.joinable()) return;
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  changed_.notify_all();
-  worker_.join();
-}
+EventStore::~EventStore() { stop_worker(worker_, mutex_, changed_, stop_); }
 
 void EventStore::ensure_device(std::size_t device) {
   start_batch(device);  // an empty batch for `device` creates its trace
@@ -126,10 +118,8 @@ void EventStore::finish() {
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return full_.empty() || error_; });
-      stop_ = true;
     }
-    changed_.notify_all();
-    worker_.join();
+    stop_worker(worker_, mutex_, changed_, stop_);
     if (error_) std::rethrow_exception(error_);
   }
   for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {

@@ -18,15 +18,7 @@ MappingPager::MappingPager(const std::uint8_t* data, std::size_t size)
   if (worker_count() > 1 && size_ > kAhead) worker_ = std::thread([this] { work(); });
 }
 
-MappingPager::~MappingPager() {
-  if (!worker_.joinable()) return;
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  changed_.notify_all();
-  worker_.join();
-}
+MappingPager::~MappingPager() { stop_worker(worker_, mutex_, changed_, stop_); }
 
 void MappingPager::advance(std::size_t pos) {
   if (!worker_.joinable()) {
