@@ -142,12 +142,6 @@ PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint6
   return v;
 }
 
-// format_bytes for unsigned counts (clamped to the int64 range).
-std::string bytes_text(std::uint64_t bytes) {
-  constexpr std::uint64_t kTop = std::numeric_limits<std::int64_t>::max();
-  return format_bytes(static_cast<std::int64_t>(std::min(bytes, kTop)));
-}
-
 std::string plural_segments(std::uint64_t n) { return fmt::format("{} segment{}", n, n == 1 ? "" : "s"); }
 
 // Fragmentation first, then capacity (live memory dominates or nothing could hold it), else unclear.
@@ -168,14 +162,14 @@ std::string explain(const OomAnalysis& a, const PoolView& v) {
       return fmt::format(
           "The failed request of {} is larger than the largest reusable inactive block ({}) although {} was "
           "inactive in {} of the same pool and stream",
-          bytes_text(size), bytes_text(a.largest_reusable_block), bytes_text(v.inactive),
+          format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.inactive),
           plural_segments(v.segments));
     case OomVerdict::Capacity:
       return fmt::format(
           "Live allocations of {} at the OOM leave no room for the failed request of {}: {} was reserved and {} "
           "was free on the device, so allocator tuning will not help",
-          bytes_text(a.at_oom.allocated), bytes_text(size), bytes_text(a.at_oom.reserved),
-          bytes_text(a.event.device_free));
+          format_bytes(a.at_oom.allocated), format_bytes(size), format_bytes(a.at_oom.reserved),
+          format_bytes(a.event.device_free));
     case OomVerdict::Unclear:
       break;
   }
@@ -183,8 +177,8 @@ std::string explain(const OomAnalysis& a, const PoolView& v) {
       "The failed request of {} is neither clearly fragmentation nor capacity: the largest reusable inactive "
       "block was {}, {} was inactive in the same pool and stream, and {} was live of {} reserved with {} free "
       "on the device",
-      bytes_text(size), bytes_text(a.largest_reusable_block), bytes_text(v.inactive),
-      bytes_text(a.at_oom.allocated), bytes_text(a.at_oom.reserved), bytes_text(a.event.device_free));
+      format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.inactive),
+      format_bytes(a.at_oom.allocated), format_bytes(a.at_oom.reserved), format_bytes(a.event.device_free));
 }
 
 // Verdict, suggestion and sentence for one OOM from the gaps of the layout before it.
