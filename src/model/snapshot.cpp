@@ -33,15 +33,15 @@ Action parse_action(std::string_view name) {
 }
 
 StreamId Snapshot::stream_id(std::int64_t stream) {
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    if (streams[i] == stream) return static_cast<StreamId>(i);
-  }
+  if (const auto it = stream_ids.find(stream); it != stream_ids.end()) return it->second;
   if (streams.size() >= kMaxStreams) {
     throw InputError(fmt::format("the trace uses more than {} distinct streams, more than memsnap's limit", kMaxStreams),
                      kRecaptureRemedy);
   }
+  const auto id = static_cast<StreamId>(streams.size());
   streams.push_back(stream);
-  return static_cast<StreamId>(streams.size() - 1);
+  stream_ids.emplace(stream, id);
+  return id;
 }
 
 std::int64_t Snapshot::device_count() const {

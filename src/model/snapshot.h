@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/big_vector.h"
@@ -121,6 +122,7 @@ struct Snapshot {
   std::vector<Block> blocks;
   std::vector<DeviceTrace> device_traces;  // index = device
   std::vector<std::int64_t> streams{0};    // trace events' streams by StreamId (0: stream 0)
+  std::unordered_map<std::int64_t, StreamId> stream_ids{{0, 0}};  // the inverse, kept by stream_id()
   bool has_device_traces_key = false;
   bool top_level_list = false;  // the file held only a list of segments
   std::vector<Annotation> annotations;

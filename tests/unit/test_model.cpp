@@ -452,5 +452,27 @@ TEST(Model, LargeFileThroughThePagerAndTheEventWorker) {
   }
 }
 
+// Streams are interned by value: ids are stable, each value gets one, and the 65536th distinct
+// stream is refused with a clear error (raw stream pointers can be any int64).
+TEST(Model, StreamIdsInternEveryDistinctStreamOnce) {
+  Snapshot s;
+  EXPECT_EQ(s.stream_id(0), 0);
+  std::vector<StreamId> ids;
+  for (std::int64_t i = 1; i < static_cast<std::int64_t>(kMaxStreams); ++i) ids.push_back(s.stream_id(i * 1000003 - 500000000));
+  ASSERT_EQ(s.streams.size(), kMaxStreams);
+  for (std::int64_t i = static_cast<std::int64_t>(kMaxStreams) - 1; i >= 1; --i) {
+    const std::int64_t stream = i * 1000003 - 500000000;
+    ASSERT_EQ(s.stream_id(stream), ids[static_cast<std::size_t>(i - 1)]);
+    ASSERT_EQ(s.streams[ids[static_cast<std::size_t>(i - 1)]], stream);
+  }
+  try {
+    s.stream_id(-1);
+    FAIL() << "a 65536th distinct stream was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 65535 distinct streams"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s.stream_id(0), 0);  // known streams still resolve
+}
+
 }  // namespace
 }  // namespace memsnap
