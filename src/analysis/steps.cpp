@@ -1,6 +1,5 @@
 // Step boundaries from annotations or the trace, allocation lifetimes, and per-site series.
 #include "analysis/steps.h"
-#include "base/address_map.h"
 
 #include <algorithm>
 #include <cctype>
@@ -278,10 +277,8 @@ std::vector<OptimizerRun> optimizer_runs(const DeviceTimeline& t, OptimizerStack
 std::size_t SiteIndex::of(StackId stack) {
   if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(snapshot_.stack_count(), stack + 1), 0);
   if (by_stack_[stack]) return by_stack_[stack] - 1;
-  const SiteChoice c = stack == kNoStack ? SiteChoice{} : choose_site(snapshot_, stack);
-  const std::uint64_t key = c.found ? std::uint64_t(c.frame) + 1 : 0;
-  auto [pos, inserted] = by_frame_.emplace(key, sites_.size());
-  if (inserted) sites_.push_back(describe_site(snapshot_, stack, c));
+  auto [pos, inserted] = by_frame_.emplace(cache_.key(stack), sites_.size());
+  if (inserted) sites_.push_back(cache_.describe(stack));
   by_stack_[stack] = static_cast<std::uint32_t>(pos->second + 1);
   return pos->second;
 }

@@ -28,15 +28,16 @@ using StepSite = Site;
 
 class SiteIndex {
  public:
-  explicit SiteIndex(const Snapshot& snapshot) : snapshot_(snapshot) {}
+  explicit SiteIndex(const Snapshot& snapshot) : snapshot_(snapshot), cache_(snapshot) {}
   std::size_t of(StackId stack);
   const StepSite& operator[](std::size_t i) const { return sites_[i]; }
   std::size_t size() const { return sites_.size(); }
 
  private:
   const Snapshot& snapshot_;
+  SiteCache cache_;                      // each stack's chosen frame and description
   std::vector<std::uint32_t> by_stack_;  // stack id -> site + 1 (0: not resolved yet); stack ids are dense
-  std::unordered_map<std::uint64_t, std::size_t> by_frame_;  // chosen frame + 1; 0 = no stack
+  std::unordered_map<std::uint64_t, std::size_t> by_frame_;  // SiteCache::key -> site
   std::vector<StepSite> sites_;
 };
 
