@@ -112,11 +112,6 @@ Layout final_layout(const Snapshot& s, std::int64_t device) {
   return l;
 }
 
-bool has_events(const Snapshot& s, std::int64_t device) {
-  return device >= 0 && static_cast<std::size_t>(device) < s.device_traces.size() &&
-         !s.device_traces[static_cast<std::size_t>(device)].events.empty();
-}
-
 // ---- OOM verdicts ----------------------------------------------------------------------------
 
 // Inactive memory a request could look at: same pool and stream as the request.
@@ -220,7 +215,7 @@ std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot) {
 }
 
 Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t event_index) {
-  if (!has_events(snapshot, device)) return final_layout(snapshot, device);
+  if (snapshot.events_of(device).empty()) return final_layout(snapshot, device);
   for (const DeviceTimeline& t : build_timelines(snapshot)) {
     if (t.device != device) continue;
     const DeviceLayout layout = std::move(layouts_before(snapshot, t, {event_index}).front());

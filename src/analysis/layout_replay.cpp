@@ -25,7 +25,7 @@ class SegmentReplay {
 
   // Undoes the segment events with index >= `index` (only moves backwards).
   const Ranges& before(std::size_t index) {
-    const TraceEvents& events = s_.device_traces[static_cast<std::size_t>(t_.device)].events;
+    const TraceEvents& events = s_.events_of(t_.device);
     while (next_ > 0 && t_.segment_events[next_ - 1] >= index) undo(events[t_.segment_events[--next_]]);
     return segs_;
   }
@@ -135,7 +135,7 @@ bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime
     out = {b->address, {b->requested_size, b->size, b->stack}};
     return true;
   }
-  const TraceEvents& events = s.device_traces[static_cast<std::size_t>(t.device)].events;
+  const TraceEvents& events = s.events_of(t.device);
   const std::uint64_t addr = l.alloc != kBeforeWindow ? events[l.alloc].addr : events[l.free].addr;
   out = {addr, {l.size, round_request(l.size), allocating_stack(l)}};
   return true;
@@ -190,7 +190,7 @@ std::vector<DeviceLayout> layouts_from(const Snapshot& s, const DeviceTimeline& 
 }  // namespace
 
 std::vector<DeviceLayout> layouts_before(const Snapshot& s, const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
-  const std::size_t events = s.device_traces[static_cast<std::size_t>(t.device)].events.size();
+  const std::size_t events = s.events_of(t.device).size();
   std::vector<std::size_t> order(indices.size());  // positions in `indices`, earliest moment first
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto clamped = [&](std::size_t i) { return std::min(indices[i], events); };

@@ -24,12 +24,6 @@ bool path_has(std::string_view file, std::string_view part) {
   return file.find(alt) != std::string_view::npos;
 }
 
-const TraceEvents& events_of(const Snapshot& s, std::int64_t device) {
-  static const TraceEvents kNone;
-  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return kNone;
-  return s.device_traces[static_cast<std::size_t>(device)].events;
-}
-
 std::string steps_evidence(const Steps& st, std::size_t devices) {
   return fmt::format("steps from {}{}: {} step boundaries{}", step_source_name(st.source),
                      st.marker.empty() ? "" : " (" + st.marker + ")", st.boundaries.size(),

@@ -126,7 +126,7 @@ std::optional<RetainedGraph> retained_graph(const Snapshot& s, const std::vector
     }
   }
   r.accumulator_site = accumulator_site(table, sites);
-  for (const TraceEvent& e : events_of(s, r.device)) {
+  for (const TraceEvent& e : s.events_of(r.device)) {
     if (e.action == Action::Alloc && category(e.stack) == Category::Gradient) {
       r.backward_in_window = true;
       break;

@@ -43,8 +43,6 @@ double pct(double part, double whole);
 // True when the path contains part, with forward slashes or with backslashes.
 bool path_has(std::string_view file, std::string_view part);
 
-// The trace events of a device (none for a device without a trace).
-const TraceEvents& events_of(const Snapshot& s, std::int64_t device);
 
 // categorize_stack, memoized per stack.
 class CategoryMemo {

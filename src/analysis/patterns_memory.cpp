@@ -14,7 +14,7 @@ namespace memsnap::patterns_detail {
 
 std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                               SiteIndex& sites, const Analysis& a) {
-  const auto& events = events_of(s, t.device);
+  const auto& events = s.events_of(t.device);
   OptimizerStacks is_opt(s);
   const auto runs = optimizer_runs(t, is_opt);
   OptimizerSpike o;
@@ -156,7 +156,7 @@ std::int64_t median_step_us(const Steps& st, const TraceEvents& events) {
 std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                                       const Steps& st, CategoryMemo& category) {
   if (!t.peak_allocated || *t.peak_allocated <= 0) return std::nullopt;
-  const auto& events = events_of(s, t.device);
+  const auto& events = s.events_of(t.device);
   const std::size_t p = t.peak_index;
   // Backward begins at the first gradient allocation after the last activation allocation up to
   // the peak (the peak may fall early in backward, while activations are still being released).

@@ -291,7 +291,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   Steps out;
   out.device = t.device;
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
-  const auto& events = s.device_traces[static_cast<std::size_t>(t.device)].events;
+  const auto& events = s.events_of(t.device);
   if (!from_annotations(t, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
@@ -307,7 +307,7 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
   const auto& B = table.steps.boundaries;
   const std::size_t nb = B.size();
   if (nb == 0) return table;
-  const auto& events = s.device_traces[static_cast<std::size_t>(t.device)].events;
+  const auto& events = s.events_of(t.device);
   for (std::size_t j = 0; j < nb; ++j) {
     table.live.push_back(B[j] < t.curve.size() ? t.curve[B[j]] : t.end_live);
     std::int64_t time = 0;

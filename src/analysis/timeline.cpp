@@ -205,15 +205,14 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   for (const Segment& seg : s.segments) reserved[seg.device] += static_cast<std::int64_t>(seg.total_size);
   std::vector<std::int64_t> end_reserved(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) end_reserved[i] = reserved[out[i].device];
-  auto events_of = [&](const DeviceTimeline& t) -> const TraceEvents& { return s.device_traces[static_cast<std::size_t>(t.device)].events; };
   parallel_for(out.size() * 2, [&](std::size_t i) {
-    if (i < out.size()) pair_events(out[i], s, events_of(out[i]));
-    else fill_curve(out[i - out.size()], events_of(out[i - out.size()]));
+    if (i < out.size()) pair_events(out[i], s, s.events_of(out[i].device));
+    else fill_curve(out[i - out.size()], s.events_of(out[i - out.size()].device));
   });
   parallel_for(out.size(), [&](std::size_t i) {
     DeviceTimeline& t = out[i];
-    find_peak_reserved(t, events_of(t), end_reserved[i]);
-    mark_steps(t, s, events_of(t));
+    find_peak_reserved(t, s.events_of(t.device), end_reserved[i]);
+    mark_steps(t, s, s.events_of(t.device));
     find_live_at_peak_and_ooms(t);
   });
   return out;

@@ -15,7 +15,7 @@ TraceSummary summarize_trace(const Snapshot& snapshot, const std::vector<DeviceT
   }
   for (const DeviceTimeline& t : timelines) {
     for (std::size_t a = 0; a < t.actions.size(); ++a) s.actions[a] += t.actions[a];
-    const TraceEvents& events = snapshot.device_traces[static_cast<std::size_t>(t.device)].events;
+    const TraceEvents& events = snapshot.events_of(t.device);
     for (std::size_t i : t.oom_events) {
       const TraceEvent& e = events[i];
       s.ooms.push_back({t.device, e.size, e.addr, snapshot.stream(e), e.time_us, e.stack, i});

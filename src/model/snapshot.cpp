@@ -44,6 +44,12 @@ StreamId Snapshot::stream_id(std::int64_t stream) {
   return id;
 }
 
+const TraceEvents& Snapshot::events_of(std::int64_t device) const {
+  static const TraceEvents kNone;
+  if (device < 0 || static_cast<std::size_t>(device) >= device_traces.size()) return kNone;
+  return device_traces[static_cast<std::size_t>(device)].events;
+}
+
 std::int64_t Snapshot::device_count() const {
   std::int64_t n = static_cast<std::int64_t>(device_traces.size());
   for (const auto& s : segments) n = std::max<std::int64_t>(n, s.device + 1);

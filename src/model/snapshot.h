@@ -147,6 +147,8 @@ struct Snapshot {
       }
     }
   }
+  // The kept trace events of `device` (empty for a device without a trace).
+  const TraceEvents& events_of(std::int64_t device) const;
   std::int64_t stream(const TraceEvent& e) const { return e.stream_id < streams.size() ? streams[e.stream_id] : 0; }
   // The id of `stream`, added when new; throws InputError past kMaxStreams distinct streams.
   StreamId stream_id(std::int64_t stream);

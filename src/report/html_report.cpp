@@ -83,17 +83,11 @@ class SiteTable {
   ojson out_ = ojson::array();
 };
 
-const TraceEvents& events_of(const Snapshot& s, std::int64_t device) {
-  static const TraceEvents kEmpty;
-  if (device < 0 || static_cast<std::size_t>(device) >= s.device_traces.size()) return kEmpty;
-  return s.device_traces[static_cast<std::size_t>(device)].events;
-}
-
 // Time axis: every kept event has a time and times never go backwards on any device.
 bool has_time_axis(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, std::int64_t& t0) {
   t0 = std::numeric_limits<std::int64_t>::max();
   for (const DeviceTimeline& t : timelines) {
-    const auto& events = events_of(s, t.device);
+    const auto& events = s.events_of(t.device);
     std::int64_t last = std::numeric_limits<std::int64_t>::min();
     for (const TraceEvent& e : events) {
       if (!e.has_time || e.time_us < last) return false;
@@ -169,8 +163,8 @@ ojson step_markers(const DeviceTimeline& t, const TraceEvents& events, bool time
 
 // Live requested bytes per site over the window, for the top sites by their largest live total
 // (plus the site that grew most), sampled at the downsampled points of the allocated curve.
-ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites,
-                    const HtmlOptions& o, bool timed, std::int64_t t0) {
+ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvents& events, std::span<const std::int64_t> curve,
+                    SiteTable& sites, const HtmlOptions& o, bool timed, std::int64_t t0) {
   const std::size_t n = events.size();
   std::vector<std::uint32_t> ev_site(n, kNone);
   std::vector<std::int64_t> delta;
@@ -231,8 +225,6 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
     else top.push_back(grower);
   }
 
-  const std::vector<std::int64_t> allocated = t.curve.materialize();
-  const std::span<const std::int64_t> curve(allocated);
   const std::span<const std::int64_t> curves[] = {curve};
   const std::size_t keep[] = {t.peak_index};
   const auto idx = downsample_indices(curve.size(), curves, o.stack_points, keep);
@@ -273,7 +265,7 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
 
 ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, SiteTable& sites,
                   const HtmlOptions& o, bool timed, std::int64_t t0) {
-  const auto& events = events_of(s, t.device);
+  const auto& events = s.events_of(t.device);
   std::int64_t end_reserved = 0;
   for (const auto& d : a.totals.devices) {
     if (d.device == t.device) end_reserved = static_cast<std::int64_t>(d.totals.reserved);
@@ -315,7 +307,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
   j["steps"] = step_markers(t, events, timed, t0, o.max_steps);
   j["steps_total"] = t.steps.size();
   j["ooms"] = std::move(ooms);
-  j["stack"] = stacked_sites(s, t, events, sites, o, timed, t0);
+  j["stack"] = stacked_sites(s, t, events, allocated, sites, o, timed, t0);
   return j;
 }
 
@@ -494,7 +486,7 @@ ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const
   // The newest OOMs with a trace, replayed per device.
   std::vector<std::size_t> chosen;
   for (std::size_t i = a.ooms.size(); i-- > 0 && chosen.size() < o.max_oom_maps;) {
-    if (!events_of(s, a.ooms[i].event.device).empty()) chosen.push_back(i);
+    if (!s.events_of(a.ooms[i].event.device).empty()) chosen.push_back(i);
   }
   std::map<std::int64_t, std::vector<std::size_t>> by_device;
   for (std::size_t i : chosen) by_device[a.ooms[i].event.device].push_back(i);
