@@ -76,6 +76,12 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
   if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);
 }
 
+// One line for a site in a list of what was live at a moment: bytes, percent, file:line (function).
+std::string brief_site_line(const char* prefix, const Site& s) {
+  return fmt::format("{}{:>10}  {:5.1f}%  {}\n", prefix, format_bytes(s.bytes), s.percent,
+                     s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
+}
+
 void timeline_section(std::string& out, const Analysis& a) {
   if (a.trace.analyzed == 0) {
     out += "  No trace history: frees, the peak and OOM moments are unknown.\n";
@@ -119,8 +125,7 @@ void timeline_section(std::string& out, const Analysis& a) {
     if (k < a.sites_at_oom.size()) {
       const auto& sites = a.sites_at_oom[k];
       for (std::size_t i = 0; i < sites.size() && i < 3; ++i) {
-        out += fmt::format("    held then: {:>10}  {:5.1f}%  {}\n", format_bytes(sites[i].bytes), sites[i].percent,
-                           sites[i].no_stack ? "[no stack recorded]" : sites[i].site + " (" + sites[i].function + ")");
+        out += brief_site_line("    held then: ", sites[i]);
       }
     }
   }
@@ -128,7 +133,7 @@ void timeline_section(std::string& out, const Analysis& a) {
     out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
     for (std::size_t i = 0; i < a.sites_at_peak.size() && i < 5; ++i) {
       const Site& s = a.sites_at_peak[i];
-      out += fmt::format("    {:>10}  {:5.1f}%  {}\n", format_bytes(s.bytes), s.percent, s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
+      out += brief_site_line("    ", s);
     }
   }
 }
