@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 namespace memsnap {
 namespace {
@@ -138,9 +137,9 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
 // One pass over the lifetimes for the live sets at the peak and before each OOM.
 void find_live_at_peak_and_ooms(DeviceTimeline& t) {
   std::vector<std::size_t> moments = t.oom_events;  // ascending
-  moments.insert(std::upper_bound(moments.begin(), moments.end(), t.peak_index), t.peak_index);
+  const auto at = moments.insert(std::upper_bound(moments.begin(), moments.end(), t.peak_index), t.peak_index);
+  const auto peak = static_cast<std::size_t>(at - moments.begin());
   auto live = live_lifetimes(t, moments);
-  const auto peak = static_cast<std::size_t>(std::find(moments.begin(), moments.end(), t.peak_index) - moments.begin());
   t.live_at_peak = live_items(t, live[peak]);
   live.erase(live.begin() + static_cast<std::ptrdiff_t>(peak));
   t.live_at_oom = std::move(live);
