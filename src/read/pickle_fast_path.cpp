@@ -229,18 +229,11 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
   return true;
 }
 
-// A key: nearly always a memo reference to a str PyTorch wrote once.
+// A key: a str, nearly always a memo reference to one PyTorch wrote once (fast_value takes
+// memo references through fast_memo_get).
 template <bool kFrames>
 bool PickleVm::fast_key(std::size_t& p, Value& key) {
-  skip_frames<kFrames>(p);
-  if (p >= fast_limit_) return false;
-  std::uint64_t index;
-  const std::size_t length = memo_ref(data_ + p, fast_limit_ - p, index);
-  if (length == 0) return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
-  p += length;
-  if (index >= memo_.size()) return false;
-  key = memo_[index];
-  return key.kind == Kind::Str;
+  return fast_value<kFrames>(p, key) && key.kind == Kind::Str;
 }
 
 // A value: the common scalars and memo references inline, everything else (strings, the
