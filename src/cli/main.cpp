@@ -5,7 +5,6 @@
 #include <future>
 #include <optional>
 #include <fmt/format.h>
-#include <new>
 #include <string>
 
 #include "analysis/analyze.h"
@@ -13,6 +12,7 @@
 #include "analysis/ranks.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
+#include "cli/cli_output.h"
 #include "model/load.h"
 #include "report/capture.h"
 #include "report/comparison_report.h"
@@ -23,39 +23,11 @@
 
 namespace {
 
-constexpr int kExitInput = 1;
-constexpr int kExitUsage = 2;
-
-int input_error(const std::string& path, const std::string& message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "memsnap: error: %s: %s\n", path.c_str(), message.c_str());
-  return kExitInput;
-}
-
-bool write_output(const std::string& text, const std::string& out_path) {
-  if (out_path.empty() || out_path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return true;
-  }
-  std::FILE* f = std::fopen(out_path.c_str(), "wb");
-  if (!f) return false;
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok;
-}
-
-// Runs `body`, turning every failure into the one-line error and exit status 1.
-template <typename Fn>
-int guarded(const std::string& path, Fn&& body) {
-  try {
-    return body();
-  } catch (const memsnap::InputError& e) {
-    return input_error(path, e.what());
-  } catch (const std::bad_alloc&) {
-    return input_error(path, "ran out of memory while reading; retry with a smaller --max-trace-events or on a machine with more memory");
-  } catch (const std::exception& e) {
-    return input_error(path, fmt::format("internal error ({}); please report it with the file", e.what()));
-  }
-}
+using memsnap::cli::guarded;
+using memsnap::cli::input_error;
+using memsnap::cli::kExitInput;
+using memsnap::cli::kExitUsage;
+using memsnap::cli::write_output;
 
 int run_dump(int argc, char** argv) {
   CLI::App app{"memsnap dump: write a snapshot's raw contents as JSON Lines", "memsnap dump"};
