@@ -2,7 +2,7 @@
 # Installs memsnap's build and test dependencies from Debian's packages (Debian 12).
 set -euo pipefail
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-          zlib1g-dev libzstd-dev libabsl-dev libgtest-dev libbenchmark-dev)
+          zlib1g-dev libzstd-dev libabsl-dev libgtest-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

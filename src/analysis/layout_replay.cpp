@@ -160,14 +160,6 @@ std::uint64_t DeviceLayout::allocated() const {
   return total;
 }
 
-DeviceLayout final_device_layout(const Snapshot& s, std::int64_t device) {
-  DeviceLayout out;
-  out.segments = final_ranges(s, device);
-  s.for_each_live_block(device, [&](const Block& b) { out.live.push_back({b.address, {b.requested_size, b.size, b.stack}}); });
-  sort_by_address(out.live);
-  return out;
-}
-
 namespace {
 
 // The layouts before `ascending` (clamped to the events), given the lifetimes live at each.

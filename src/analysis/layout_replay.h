@@ -63,9 +63,6 @@ struct DeviceLayout {
   }
 };
 
-// The final layout of `device`: its segments and live blocks as the snapshot records them.
-DeviceLayout final_device_layout(const Snapshot& snapshot, std::int64_t device);
-
 // The layouts of the timeline's device just before each kept event index in `indices` (any
 // order; result in the same order). Unknown addresses and overlaps in broken traces are
 // tolerated: nothing here can loop or overflow.

@@ -50,10 +50,4 @@ const TraceEvents& Snapshot::events_of(std::int64_t device) const {
   return device_traces[static_cast<std::size_t>(device)].events;
 }
 
-std::int64_t Snapshot::device_count() const {
-  std::int64_t n = static_cast<std::int64_t>(device_traces.size());
-  for (const auto& s : segments) n = std::max<std::int64_t>(n, s.device + 1);
-  return n;
-}
-
 }  // namespace memsnap

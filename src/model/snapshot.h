@@ -152,7 +152,6 @@ struct Snapshot {
   std::int64_t stream(const TraceEvent& e) const { return e.stream_id < streams.size() ? streams[e.stream_id] : 0; }
   // The id of `stream`, added when new; throws InputError past kMaxStreams distinct streams.
   StreamId stream_id(std::int64_t stream);
-  std::int64_t device_count() const;
 };
 
 }  // namespace memsnap
