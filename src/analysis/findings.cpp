@@ -61,23 +61,46 @@ void oom_patterns(const Snapshot& s, Analysis& a) {
   }
 }
 
-void fragmentation_without_oom(Analysis& a) {
+// Without an OOM, inactive memory is only worth a finding when it is large: fragments (free
+// blocks inside segments that still hold live ones) spread thin are fragmentation; wholly free
+// segments are ordinary cache, said plainly to be "not fragmentation".
+void inactive_memory(Analysis& a) {
   if (!a.ooms.empty()) return;
   const Totals& t = a.totals.overall;
-  std::uint64_t spread = 0;
-  for (const auto& pool : a.pools) spread += pool.totals.segments_with_inactive;
-  if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3 || t.largest_inactive_block * 4 > t.inactive || spread < 8) return;
+  if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3) return;
+  std::uint64_t used_segments = 0;  // partly used segments holding inactive memory
+  for (const auto& pool : a.pools) used_segments += pool.totals.segments_with_inactive - pool.totals.free_segments;
+  const std::uint64_t fragments = t.fragments();
+  const auto share = [&](std::uint64_t part) { return 100.0 * static_cast<double>(part) / static_cast<double>(t.reserved); };
   Pattern p;
-  p.id = "fragmentation";
   p.verdict = "info";
-  p.confidence = "low";
-  p.summary = fmt::format("{} of {} reserved is inactive, spread over {} segments, but the largest inactive block is only {}",
-                          format_bytes(t.inactive), format_bytes(t.reserved), spread, format_bytes(t.largest_inactive_block));
-  p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved)", format_bytes(t.inactive), 100.0 * static_cast<double>(t.inactive) / static_cast<double>(t.reserved)),
-                fmt::format("largest inactive block {}", format_bytes(t.largest_inactive_block)),
-                fmt::format("{} segments hold inactive memory", spread)};
-  p.fix = {"if a large allocation fails, set PYTORCH_ALLOC_CONF=expandable_segments:True",
-           "torch.cuda.empty_cache() returns wholly inactive segments to CUDA but cannot free split segments"};
+  p.evidence = {fmt::format("inactive {} ({:.0f}% of reserved {})", format_bytes(t.inactive), share(t.inactive), format_bytes(t.reserved)),
+                fmt::format("{} ({:.0f}% of reserved) in {} wholly free segment(s): released by torch.cuda.empty_cache() and by "
+                            "the allocator itself before it raises an OOM",
+                            format_bytes(t.inactive_in_free_segments), share(t.inactive_in_free_segments), t.free_segments),
+                fmt::format("{} ({:.0f}% of reserved) in fragments inside {} partly used segment(s), the largest {}", format_bytes(fragments),
+                            share(fragments), used_segments, format_bytes(t.largest_fragment))};
+  const bool fragmented = fragments >= 2 * kGiB && fragments * 10 >= t.reserved * 3 && t.largest_fragment * 4 <= fragments && used_segments >= 8;
+  if (fragmented) {
+    p.id = "fragmentation";
+    p.confidence = "low";
+    p.summary = fmt::format("{} of {} reserved is free in fragments spread over {} partly used segments, the largest only {}",
+                            format_bytes(fragments), format_bytes(t.reserved), used_segments, format_bytes(t.largest_fragment));
+    p.fix = {fmt::format("if an allocation larger than {} fails, set PYTORCH_ALLOC_CONF=expandable_segments:True", format_bytes(t.largest_fragment)),
+             "torch.cuda.empty_cache() cannot return fragments: only segments with no live block are released"};
+  } else {
+    p.id = "cached_memory";
+    p.confidence = "high";
+    p.summary = t.inactive_in_free_segments * 2 >= t.inactive
+                    ? fmt::format("{} of {} reserved is inactive cache, not fragmentation: {} of it is in {} wholly free segment(s), "
+                                  "which the allocator releases before it would raise an OOM and torch.cuda.empty_cache() returns",
+                                  format_bytes(t.inactive), format_bytes(t.reserved), format_bytes(t.inactive_in_free_segments),
+                                  t.free_segments)
+                    : fmt::format("{} of {} reserved is inactive cache, not fragmentation: its {} of fragments sit in few or large "
+                                  "blocks (the largest {}) that later requests of that size reuse",
+                                  format_bytes(t.inactive), format_bytes(t.reserved), format_bytes(fragments),
+                                  format_bytes(t.largest_fragment));
+  }
   a.patterns.push_back(std::move(p));
 }
 
@@ -260,7 +283,7 @@ void label_container_sites(Analysis& a) {
 void derive_findings(const LoadedSnapshot& loaded, Analysis& a) {
   const Snapshot& s = loaded.snapshot;
   oom_patterns(s, a);
-  fragmentation_without_oom(a);
+  inactive_memory(a);
   pending_frees(a);
   non_pytorch_memory(a);
   add_diagnosis_patterns(s, a);

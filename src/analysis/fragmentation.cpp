@@ -24,6 +24,9 @@ constexpr std::uint64_t kSmallSize = 1048576;           // largest small-pool re
 constexpr std::uint64_t kMaxNonSplitRounding = 20971520;  // default max_non_split_rounding
 constexpr std::uint64_t kMiB = 1048576;
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+// Live memory at this share of what the device had (reserved + free) leaves too little for any
+// allocator setting to matter: the OOM is capacity whatever the fragments.
+constexpr double kNearlyFull = 0.95;
 
 std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return saturating_add(a, b); }
 
@@ -54,21 +57,33 @@ struct Gap {
   std::uint64_t size = 0;
   std::int64_t stream = 0;
   bool is_large = true;
-  std::size_t segment = 0;  // ordinal of its segment in address order
+  std::size_t segment = 0;   // ordinal of its segment in address order
+  bool wholly_free = false;  // its segment holds no live block: released before an OOM is raised
 };
 
 std::vector<Gap> gaps_of(const DeviceLayout& replay) {
   std::vector<Gap> out;
-  std::size_t ordinal = 0;
+  std::size_t ordinal = 0, segment_first_gap = 0;
   std::uint64_t current = kMax;
+  bool segment_has_live = false;
+  auto close_segment = [&] {
+    for (std::size_t i = segment_first_gap; i < out.size(); ++i) out[i].wholly_free = !segment_has_live;
+  };
   replay.for_each_piece([&](std::uint64_t start, const DeviceLayout::Range& r, std::uint64_t from, std::uint64_t to,
                             const DeviceLayout::Live* live) {
     if (start != current) {
-      if (current != kMax) ++ordinal;
+      if (current != kMax) {
+        close_segment();
+        ++ordinal;
+      }
       current = start;
+      segment_first_gap = out.size();
+      segment_has_live = false;
     }
-    if (!live) out.push_back({to - from, r.stream, r.is_large, ordinal});
+    if (live) segment_has_live = true;
+    else out.push_back({to - from, r.stream, r.is_large, ordinal});
   });
+  close_segment();
   return out;
 }
 
@@ -81,6 +96,7 @@ Layout summarize(const DeviceLayout& replay, const std::vector<Gap>& gaps) {
   std::size_t last_counted = kMax;
   for (const Gap& g : gaps) {
     l.inactive = sat_add(l.inactive, g.size);
+    if (g.wholly_free) l.in_free_segments = sat_add(l.in_free_segments, g.size);
     l.largest_inactive_block = std::max(l.largest_inactive_block, g.size);
     if (g.size >= kMinBlockSize && g.segment != last_counted) {
       ++l.segments_with_inactive;
@@ -88,6 +104,7 @@ Layout summarize(const DeviceLayout& replay, const std::vector<Gap>& gaps) {
     }
   }
   l.inactive = std::min(l.inactive, l.reserved);
+  l.in_free_segments = std::min(l.in_free_segments, l.inactive);
   return l;
 }
 
@@ -97,16 +114,22 @@ Layout final_layout(const Snapshot& s, std::int64_t device) {
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
     l.reserved = sat_add(l.reserved, seg.total_size);
-    bool has_inactive = false;
+    bool has_inactive = false, has_live = false;
+    std::uint64_t inactive = 0;
     const auto [first, last] = block_range(s, seg);
     for (std::size_t i = first; i < last; ++i) {
       const Block& b = s.blocks[i];
       if (b.state == BlockState::ActiveAllocated) l.allocated = sat_add(l.allocated, b.size);
-      if (b.state != BlockState::Inactive) continue;
-      l.inactive = sat_add(l.inactive, b.size);
+      if (b.state != BlockState::Inactive) {
+        has_live = true;
+        continue;
+      }
+      inactive = sat_add(inactive, b.size);
       l.largest_inactive_block = std::max(l.largest_inactive_block, b.size);
       has_inactive = has_inactive || b.size > 0;
     }
+    l.inactive = sat_add(l.inactive, inactive);
+    if (!has_live) l.in_free_segments = sat_add(l.in_free_segments, inactive);
     if (has_inactive) ++l.segments_with_inactive;
   }
   return l;
@@ -118,7 +141,9 @@ Layout final_layout(const Snapshot& s, std::int64_t device) {
 struct PoolView {
   std::uint64_t largest_reusable = 0;  // honours max_split_size rules
   std::uint64_t inactive = 0;
+  std::uint64_t fragments = 0;         // inactive bytes inside segments that also hold live blocks
   std::uint64_t segments = 0;          // segments with a gap >= 512 bytes
+  std::uint64_t fragment_segments = 0; // of those, segments that also held live blocks
 };
 
 PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint64_t max_split) {
@@ -128,9 +153,11 @@ PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint6
   for (const Gap& g : gaps) {
     if (g.is_large != want_large || g.stream != oom.stream) continue;
     v.inactive = sat_add(v.inactive, g.size);
+    if (!g.wholly_free) v.fragments = sat_add(v.fragments, g.size);
     if (split_rules_allow(g.size, oom.size, max_split)) v.largest_reusable = std::max(v.largest_reusable, g.size);
     if (g.size >= kMinBlockSize && g.segment != last_counted) {
       ++v.segments;
+      if (!g.wholly_free) ++v.fragment_segments;
       last_counted = g.segment;
     }
   }
@@ -139,14 +166,28 @@ PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint6
 
 std::string plural_segments(std::uint64_t n) { return fmt::format("{} segment{}", n, n == 1 ? "" : "s"); }
 
-// Fragmentation first, then capacity (live memory dominates or nothing could hold it), else unclear.
+// Capacity when nothing could hold the request or live memory alone nearly fills the device;
+// fragmentation when the request exceeds every reusable block although the fragments (free
+// blocks inside partly used segments of its pool and stream; wholly free segments are released
+// and retried before an OOM is raised) could hold it; capacity again when live memory dominates;
+// else unclear.
 OomVerdict classify(const OomAnalysis& a, const PoolView& v) {
   const std::uint64_t size = a.event.size;
-  if (size > a.largest_reusable_block && v.inactive >= size) return OomVerdict::Fragmentation;
   const double capacity = static_cast<double>(a.at_oom.reserved) + static_cast<double>(a.event.device_free);
   const double live = static_cast<double>(a.at_oom.allocated);
-  if (live + static_cast<double>(size) > capacity || live >= 0.8 * capacity) return OomVerdict::Capacity;
+  if (live + static_cast<double>(size) > capacity || live >= kNearlyFull * capacity) return OomVerdict::Capacity;
+  if (size > a.largest_reusable_block && v.fragments >= size) return OomVerdict::Fragmentation;
+  if (live >= 0.8 * capacity) return OomVerdict::Capacity;
   return OomVerdict::Unclear;
+}
+
+// What the inactive memory at a capacity OOM was, when there was any worth naming.
+std::string inactive_clause(const Layout& at) {
+  if (at.inactive < kMiB) return "";
+  if (at.in_free_segments == 0) return fmt::format(" (not fragmentation: only {} was inactive then)", format_bytes(at.inactive));
+  return fmt::format(" (not fragmentation: only {} was inactive then, {} of it in wholly free segments, which the allocator "
+                     "releases and retries before raising an OOM)",
+                     format_bytes(at.inactive), format_bytes(at.in_free_segments));
 }
 
 // One sentence citing the numbers behind the verdict.
@@ -156,15 +197,15 @@ std::string explain(const OomAnalysis& a, const PoolView& v) {
     case OomVerdict::Fragmentation:
       return fmt::format(
           "The failed request of {} is larger than the largest reusable inactive block ({}) although {} was "
-          "inactive in {} of the same pool and stream",
-          format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.inactive),
-          plural_segments(v.segments));
+          "free in {} of the same pool and stream that also held live blocks",
+          format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.fragments),
+          plural_segments(v.fragment_segments));
     case OomVerdict::Capacity:
       return fmt::format(
           "Live allocations of {} at the OOM leave no room for the failed request of {}: {} was reserved and {} "
-          "was free on the device, so allocator tuning will not help",
+          "was free on the device, so allocator tuning will not help{}",
           format_bytes(a.at_oom.allocated), format_bytes(size), format_bytes(a.at_oom.reserved),
-          format_bytes(a.event.device_free));
+          format_bytes(a.event.device_free), inactive_clause(a.at_oom));
     case OomVerdict::Unclear:
       break;
   }
@@ -184,6 +225,7 @@ OomAnalysis analyze_one(const OomEvent& oom, const Layout& layout, const std::ve
   a.at_oom = layout;
   const PoolView v = pool_view(gaps, oom, max_split);
   a.largest_reusable_block = v.largest_reusable;
+  a.fragments_in_pool = v.fragments;
   a.verdict = classify(a, v);
   a.suggested_max_split_mb = std::max<std::uint64_t>(1, oom.size / kMiB + (oom.size % kMiB != 0 ? 1 : 0));
   a.reason = explain(a, v);

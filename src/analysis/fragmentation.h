@@ -36,6 +36,7 @@ struct Layout {
   std::uint64_t allocated = 0;  // live requested bytes as replayed (trace sizes)
   std::uint64_t reserved = 0;
   std::uint64_t inactive = 0;   // reserved minus live and pending blocks
+  std::uint64_t in_free_segments = 0;  // the part of `inactive` in segments with no live block
   std::uint64_t largest_inactive_block = 0;
   std::uint64_t segments_with_inactive = 0;
   bool replayed = false;        // false: the final state is used (no trace to replay)
@@ -54,6 +55,9 @@ struct OomAnalysis {
   // Largest inactive block the failed request could have used (same device, pool, stream,
   // max_split_size rules), from the layout at the OOM.
   std::uint64_t largest_reusable_block = 0;
+  // Inactive bytes of that pool and stream inside segments that also held live blocks: what
+  // better packing could have given the request (wholly free segments are released first).
+  std::uint64_t fragments_in_pool = 0;
   OomVerdict verdict = OomVerdict::Unclear;
   std::uint64_t suggested_max_split_mb = 0;  // for max_split_size_mb:<N>, from the request
   std::string reason;                         // one sentence citing the numbers

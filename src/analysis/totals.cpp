@@ -39,6 +39,9 @@ void accumulate(Totals& into, const Totals& t) {
   into.largest_inactive_block = std::max(into.largest_inactive_block, t.largest_inactive_block);
   into.segments_with_inactive += t.segments_with_inactive;
   into.inactive_blocks += t.inactive_blocks;
+  into.inactive_in_free_segments += t.inactive_in_free_segments;
+  into.free_segments += t.free_segments;
+  into.largest_fragment = std::max(into.largest_fragment, t.largest_fragment);
   if (t.peak_allocated) into.peak_allocated = std::max(into.peak_allocated.value_or(0), *t.peak_allocated);
   if (t.peak_reserved) into.peak_reserved = std::max(into.peak_reserved.value_or(0), *t.peak_reserved);
 }
@@ -48,11 +51,24 @@ void accumulate(Totals& into, const Totals& t) {
 void add_segment(Totals& t, const Snapshot& snapshot, const Segment& seg) {
   t.reserved += seg.total_size;
   ++t.segments;
-  const std::uint64_t inactive_before = t.inactive_blocks;
+  Totals own;  // this segment's blocks alone, to tell a wholly free segment from a partly used one
   for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < snapshot.blocks.size(); ++i) {
-    add_block(t, snapshot.blocks[seg.first_block + i]);
+    add_block(own, snapshot.blocks[seg.first_block + i]);
   }
-  if (t.inactive_blocks != inactive_before) ++t.segments_with_inactive;
+  t.blocks += own.blocks;
+  t.allocated += own.allocated;
+  t.requested += own.requested;
+  t.pending_free += own.pending_free;
+  t.inactive += own.inactive;
+  t.inactive_blocks += own.inactive_blocks;
+  t.largest_inactive_block = std::max(t.largest_inactive_block, own.largest_inactive_block);
+  if (own.inactive_blocks) ++t.segments_with_inactive;
+  if (own.inactive_blocks && own.inactive_blocks == own.blocks) {
+    t.inactive_in_free_segments += own.inactive;
+    ++t.free_segments;
+  } else {
+    t.largest_fragment = std::max(t.largest_fragment, own.largest_inactive_block);
+  }
 }
 
 TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines) {

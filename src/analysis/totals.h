@@ -22,6 +22,13 @@ struct Totals {
   std::uint64_t largest_inactive_block = 0;
   std::uint64_t segments_with_inactive = 0;  // segments holding at least one inactive block
   std::uint64_t inactive_blocks = 0;
+  // `inactive` split by what the allocator can do with it: segments whose blocks are all
+  // inactive are released (cudaFree) by torch.cuda.empty_cache() and before an OOM is raised;
+  // the rest are fragments inside segments that still hold live blocks.
+  std::uint64_t inactive_in_free_segments = 0;
+  std::uint64_t free_segments = 0;
+  std::uint64_t largest_fragment = 0;  // largest inactive block inside a partly used segment
+  std::uint64_t fragments() const { return inactive - inactive_in_free_segments; }
   std::optional<std::int64_t> peak_allocated;  // null without trace history
   std::optional<std::int64_t> peak_reserved;
 };

@@ -121,6 +121,10 @@ nlohmann::ordered_json totals_json(const Totals& t) {
   j["segments"] = t.segments;
   j["blocks"] = t.blocks;
   j["largest_inactive_block"] = t.largest_inactive_block;
+  j["inactive_in_free_segments"] = t.inactive_in_free_segments;
+  j["free_segments"] = t.free_segments;
+  j["fragments"] = t.fragments();
+  j["largest_fragment"] = t.largest_fragment;
   j["peak_allocated"] = optional_int(t.peak_allocated);
   j["peak_reserved"] = optional_int(t.peak_reserved);
   return j;
@@ -147,7 +151,9 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["reserved_at_oom"] = o.at_oom.reserved;
     ooms[i]["inactive_at_oom"] = o.at_oom.inactive;
     ooms[i]["largest_inactive_block_at_oom"] = o.at_oom.largest_inactive_block;
+    ooms[i]["inactive_in_free_segments_at_oom"] = o.at_oom.in_free_segments;
     ooms[i]["largest_reusable_block"] = o.largest_reusable_block;
+    ooms[i]["fragments_in_pool_at_oom"] = o.fragments_in_pool;
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
     if (i < a.sites_at_oom.size()) ooms[i]["top_sites"] = sites_json(a.sites_at_oom[i], 5);

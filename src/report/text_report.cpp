@@ -52,6 +52,11 @@ void totals_section(std::string& out, const Totals& t) {
   line("allocated (live tensors)", format_bytes(t.allocated));
   line("active, awaiting free", format_bytes(t.pending_free));
   line("inactive (cached, reusable)", format_bytes(t.inactive));
+  if (t.inactive) {
+    line("  in wholly free segments", fmt::format("{} in {} segment{} (empty_cache() returns it)", format_bytes(t.inactive_in_free_segments),
+                                                  t.free_segments, t.free_segments == 1 ? "" : "s"));
+    line("  fragments of used segments", fmt::format("{} (largest {})", format_bytes(t.fragments()), format_bytes(t.largest_fragment)));
+  }
   line("requested by live tensors", fmt::format("{} ({} lost to rounding)", format_bytes(t.requested),
                                                 format_bytes(static_cast<std::int64_t>(t.allocated) - static_cast<std::int64_t>(t.requested))));
   line("largest inactive block", format_bytes(t.largest_inactive_block));

@@ -3,10 +3,13 @@
 // largest reusable block under pool/stream/max_split_size rules, OOM verdicts, broken traces.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "analysis/analyze.h"
 #include "analysis/fragmentation.h"
 #include "analysis/trace_summary.h"
 
@@ -80,6 +83,15 @@ struct SnapshotBuilder {
 constexpr BlockState kLive = BlockState::ActiveAllocated;
 constexpr BlockState kPending = BlockState::ActivePendingFree;
 constexpr BlockState kFree = BlockState::Inactive;
+
+// The ids of the patterns the whole analysis finds on `s`.
+std::vector<std::string> pattern_ids(const Snapshot& s) {
+  LoadedSnapshot loaded;
+  loaded.snapshot = s;
+  std::vector<std::string> ids;
+  for (const Pattern& p : analyze(loaded).patterns) ids.push_back(p.id);
+  return ids;
+}
 
 TEST(Fragmentation, RoundRequest) {
   EXPECT_EQ(round_request(0), 512u);
@@ -169,7 +181,7 @@ TEST(Fragmentation, OomFromSplitSegments) {
   EXPECT_EQ(a.suggested_max_split_mb, 16u);
   EXPECT_EQ(a.reason,
             "The failed request of 16.00 MiB is larger than the largest reusable inactive block (8.00 MiB) "
-            "although 32.00 MiB was inactive in 4 segments of the same pool and stream");
+            "although 32.00 MiB was free in 4 segments of the same pool and stream that also held live blocks");
 }
 
 // Live memory fills the device: 58 MiB live of 60 MiB reserved and 1 MiB free.
@@ -187,7 +199,8 @@ TEST(Fragmentation, CapacityOom) {
   EXPECT_EQ(a.suggested_max_split_mb, 11u);
   EXPECT_EQ(a.reason,
             "Live allocations of 58.00 MiB at the OOM leave no room for the failed request of 10.00 MiB: "
-            "60.00 MiB was reserved and 1.00 MiB was free on the device, so allocator tuning will not help");
+            "60.00 MiB was reserved and 1.00 MiB was free on the device, so allocator tuning will not help "
+            "(not fragmentation: only 2.00 MiB was inactive then)");
 }
 
 // The OOM happened before a block was freed and a second segment was allocated: the layout at the
@@ -311,7 +324,7 @@ TEST(Fragmentation, PoolStreamAndMaxSplitFiltering) {
   EXPECT_EQ(result[0].verdict, OomVerdict::Fragmentation);
   EXPECT_EQ(result[0].reason,
             "The failed request of 30.00 MiB is larger than the largest reusable inactive block (16.00 MiB) "
-            "although 106.00 MiB was inactive in 2 segments of the same pool and stream");
+            "although 106.00 MiB was free in 2 segments of the same pool and stream that also held live blocks");
   EXPECT_EQ(result[1].largest_reusable_block, 16 * MiB);
   EXPECT_EQ(result[1].verdict, OomVerdict::Fragmentation);
   EXPECT_EQ(result[2].largest_reusable_block, 90 * MiB);
@@ -369,7 +382,7 @@ TEST(Fragmentation, PendingFreeBlocksAreNotReusable) {
   EXPECT_EQ(result[0].verdict, OomVerdict::Fragmentation);
   EXPECT_EQ(result[0].reason,
             "The failed request of 10.00 MiB is larger than the largest reusable inactive block (8.00 MiB) "
-            "although 16.00 MiB was inactive in 1 segment of the same pool and stream");
+            "although 16.00 MiB was free in 1 segment of the same pool and stream that also held live blocks");
 }
 
 // Frees of unknown addresses, ranges outside or overlapping segments, wrapping addresses and a
@@ -414,7 +427,9 @@ TEST(Fragmentation, InconsistentTraceDoesNotCrash) {
   const auto result = b.analyze();
   ASSERT_EQ(result.size(), 1u);
   EXPECT_EQ(result[0].largest_reusable_block, 2 * MiB);
-  EXPECT_EQ(result[0].verdict, OomVerdict::Fragmentation);
+  // Both segments are wholly free: the allocator releases them before it raises an OOM, so the
+  // 4 MiB request is no fragmentation, and with nothing live not capacity either.
+  EXPECT_EQ(result[0].verdict, OomVerdict::Unclear);
   EXPECT_EQ(layout_before_event(b.s, -1, 0).reserved, 0u);
 }
 
@@ -433,6 +448,84 @@ TEST(Fragmentation, LongTraceReplay) {
   ASSERT_EQ(result.size(), 1u);
   EXPECT_EQ(result[0].at_oom.allocated, 3 * MiB);
   EXPECT_EQ(result[0].at_oom.inactive, 17 * MiB);
+}
+
+}  // namespace
+}  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+// Inactive memory split by what the allocator can do with it: wholly free segments (released by
+// empty_cache() and before an OOM) against fragments inside segments that hold live blocks.
+TEST(Fragmentation, TotalsSplitWhollyFreeSegmentsFromFragments) {
+  SnapshotBuilder b;
+  b.segment(kBase, {{4 * MiB, kLive}, {6 * MiB, kFree}, {2 * MiB, kLive}});
+  b.segment(kBase + 20 * MiB, {{30 * MiB, kFree}});
+  b.segment(kBase + 60 * MiB, {{10 * MiB, kFree}, {10 * MiB, kFree}});
+  b.segment(kBase + 90 * MiB, {{MiB, kFree}, {MiB, kPending}});  // pending: not wholly free
+  const Totals t = compute_totals(b.s, {}).overall;
+  EXPECT_EQ(t.inactive, 57 * MiB);
+  EXPECT_EQ(t.inactive_in_free_segments, 50 * MiB);
+  EXPECT_EQ(t.free_segments, 2u);
+  EXPECT_EQ(t.fragments(), 7 * MiB);
+  EXPECT_EQ(t.largest_fragment, 6 * MiB);
+}
+
+// The only inactive memory is a wholly free segment: the allocator releases it and retries before
+// raising the OOM, so the request failed for lack of capacity.
+TEST(Fragmentation, WhollyFreeSegmentIsNotFragmentation) {
+  SnapshotBuilder b;
+  b.segment(kBase, {{58 * MiB, kLive}});
+  b.segment(kBase + 64 * MiB, {{20 * MiB, kFree}});
+  b.event(Action::Alloc, kBase, 58 * MiB);
+  b.oom(30 * MiB, MiB);
+  const auto result = b.analyze();
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0].at_oom.in_free_segments, 20 * MiB);
+  EXPECT_EQ(result[0].fragments_in_pool, 0u);
+  EXPECT_EQ(result[0].verdict, OomVerdict::Capacity);
+  EXPECT_EQ(result[0].reason,
+            "Live allocations of 58.00 MiB at the OOM leave no room for the failed request of 30.00 MiB: 78.00 MiB was "
+            "reserved and 1.00 MiB was free on the device, so allocator tuning will not help (not fragmentation: only "
+            "20.00 MiB was inactive then, 20.00 MiB of it in wholly free segments, which the allocator releases and "
+            "retries before raising an OOM)");
+}
+
+// Live memory at 97.5% of the device: scattered fragments that could hold the request are too
+// little to matter, so the verdict is capacity, not fragmentation.
+TEST(Fragmentation, NearlyFullDeviceIsCapacityDespiteFragments) {
+  SnapshotBuilder b;
+  for (int i = 0; i < 20; ++i) {
+    const std::uint64_t addr = kBase + i * 20 * MiB;
+    b.segment(addr, {{19 * MiB + 512 * KiB, kLive}, {512 * KiB, kFree}});
+    b.event(Action::Alloc, addr, 19 * MiB + 512 * KiB);
+  }
+  b.oom(4 * MiB, 0);
+  const auto result = b.analyze();
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0].fragments_in_pool, 10 * MiB);
+  EXPECT_EQ(result[0].largest_reusable_block, 512 * KiB);
+  EXPECT_EQ(result[0].verdict, OomVerdict::Capacity);
+}
+
+// Without an OOM: gigabytes of wholly free segments are cache, said to be "not fragmentation".
+TEST(Fragmentation, LargeCacheWithoutOomIsCachedMemory) {
+  SnapshotBuilder b;
+  b.segment(kBase, {{GiB, kLive}});
+  for (int i = 0; i < 3; ++i) b.segment(kBase + (i + 1) * 2 * GiB, {{GiB, kFree}});
+  const auto ids = pattern_ids(b.s);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), "cached_memory"), ids.end());
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), "fragmentation"), ids.end());
+}
+
+// Without an OOM: 3.2 GiB free in 80 MiB fragments of 40 partly used segments is fragmentation.
+TEST(Fragmentation, ThinFragmentsWithoutOomAreFragmentation) {
+  SnapshotBuilder b;
+  for (int i = 0; i < 40; ++i) b.segment(kBase + i * 128 * MiB, {{20 * MiB, kLive}, {80 * MiB, kFree}});
+  const auto ids = pattern_ids(b.s);
+  EXPECT_NE(std::find(ids.begin(), ids.end(), "fragmentation"), ids.end());
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), "cached_memory"), ids.end());
 }
 
 }  // namespace
