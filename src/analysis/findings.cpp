@@ -258,6 +258,14 @@ void uncertainties(const Snapshot& s, Analysis& a) {
   if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {
     a.uncertainties.push_back("an old (PyTorch <= 2.0) snapshot: block stacks and requested sizes come from the legacy 'history' field");
   }
+  for (const auto& tl : a.timelines) {
+    if (peak_certainty(tl) != PeakCertainty::TooShort) continue;
+    a.uncertainties.push_back(fmt::format(
+        "device {}'s trace holds {} event{} and no allocation, too few to show a peak or when memory was allocated; "
+        "history recorded with a ring of {} entr{} (legacy torch.cuda.memory._record_memory_history(True) keeps one) "
+        "would look like this: record again with max_entries=100000",
+        tl.device, tl.events, tl.events == 1 ? "" : "s", tl.events, tl.events == 1 ? "y" : "ies"));
+  }
   if (!a.timelines.empty()) {
     a.uncertainties.push_back("the peak is in requested bytes (what the trace records), reconstructed backwards from the final state as memory_viz does; rounded block sizes can be larger");
   }

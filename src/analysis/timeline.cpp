@@ -47,12 +47,13 @@ void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
 // Backwards from the final reserved bytes through the segment events (after pair_events).
 void find_peak_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t end_reserved) {
   std::int64_t reserved = end_reserved;
-  std::int64_t peak = reserved;
+  std::int64_t later = reserved;  // the largest reserved after the window's first segment event
   for (std::size_t k = t.segment_events.size(); k-- > 0;) {
+    later = std::max(later, reserved);
     reserved = subtract_live_delta(reserved, reserved_delta(events[t.segment_events[k]]));
-    peak = std::max(peak, reserved);
   }
-  t.peak_reserved = peak;
+  t.peak_reserved = std::max(later, reserved);
+  t.reserved_peak_at_window_start = reserved > later;
 }
 
 // One forward pass pairs every free_completed with the open alloc of its address (nearest in
@@ -215,6 +216,23 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     find_live_at_peak_and_ooms(t);
   });
   return out;
+}
+
+PeakCertainty peak_certainty(const DeviceTimeline& t) {
+  const bool nothing_live = !t.peak_allocated || *t.peak_allocated <= 0;
+  if (t.actions[static_cast<std::size_t>(Action::Alloc)] == 0 && !nothing_live) return PeakCertainty::TooShort;
+  const bool started_mid_run = t.live_from_before_window > 0 || t.frees_before_window > 0;
+  if (t.peak_index == 0 && started_mid_run) return PeakCertainty::AtWindowStart;
+  return PeakCertainty::InWindow;
+}
+
+const char* peak_certainty_name(PeakCertainty c) {
+  switch (c) {
+    case PeakCertainty::InWindow: return "in_window";
+    case PeakCertainty::AtWindowStart: return "at_window_start";
+    case PeakCertainty::TooShort: return "too_short";
+  }
+  return "in_window";
 }
 
 }  // namespace memsnap

@@ -71,6 +71,7 @@ struct DeviceTimeline {
   std::size_t events = 0;
   std::optional<std::int64_t> peak_allocated;
   std::optional<std::int64_t> peak_reserved;  // from segment events, backwards from the final reserved bytes
+  bool reserved_peak_at_window_start = false;  // reached only before the window's first segment event
   std::size_t peak_index = 0;       // the peak is the state after the first peak_index events
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;
@@ -100,6 +101,15 @@ struct DeviceTimeline {
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
+
+// What the window can say about the run's peak: a peak inside the window; the largest live total
+// at the window's very start of a trace that began mid-run (the run's peak may have come before
+// the recording: a lower bound); or no allocation in the window at all (a legacy
+// `_record_memory_history(True)` ring of one entry, say), too short to show a peak; a device with
+// nothing live in the window is InWindow (its peak, 0, is known).
+enum class PeakCertainty { InWindow, AtWindowStart, TooShort };
+PeakCertainty peak_certainty(const DeviceTimeline& timeline);
+const char* peak_certainty_name(PeakCertainty certainty);
 
 // Indices into timeline.lifetimes of the allocations live just before each kept event index in
 // `ascending` (sorted), in one pass over the lifetimes.

@@ -42,8 +42,14 @@ void accumulate(Totals& into, const Totals& t) {
   into.inactive_in_free_segments += t.inactive_in_free_segments;
   into.free_segments += t.free_segments;
   into.largest_fragment = std::max(into.largest_fragment, t.largest_fragment);
-  if (t.peak_allocated) into.peak_allocated = std::max(into.peak_allocated.value_or(0), *t.peak_allocated);
-  if (t.peak_reserved) into.peak_reserved = std::max(into.peak_reserved.value_or(0), *t.peak_reserved);
+  if (t.peak_allocated && (!into.peak_allocated || *t.peak_allocated > *into.peak_allocated)) {
+    into.peak_allocated = t.peak_allocated;
+    into.peak_certainty = t.peak_certainty;
+  }
+  if (t.peak_reserved && (!into.peak_reserved || *t.peak_reserved > *into.peak_reserved)) {
+    into.peak_reserved = t.peak_reserved;
+    into.reserved_peak_at_window_start = t.reserved_peak_at_window_start;
+  }
 }
 
 }  // namespace
@@ -78,6 +84,8 @@ TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTi
     Totals& t = per_device[timeline.device];
     t.peak_allocated = timeline.peak_allocated;
     t.peak_reserved = timeline.peak_reserved;
+    t.peak_certainty = peak_certainty(timeline);
+    t.reserved_peak_at_window_start = timeline.reserved_peak_at_window_start;
   }
   TotalsReport report;
   for (const auto& [device, t] : per_device) {

@@ -31,6 +31,8 @@ struct Totals {
   std::uint64_t fragments() const { return inactive - inactive_in_free_segments; }
   std::optional<std::int64_t> peak_allocated;  // null without trace history
   std::optional<std::int64_t> peak_reserved;
+  PeakCertainty peak_certainty = PeakCertainty::InWindow;  // of peak_allocated (its device's)
+  bool reserved_peak_at_window_start = false;
 };
 
 struct DeviceTotals {

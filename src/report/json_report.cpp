@@ -61,6 +61,7 @@ nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
   j["events"] = t.events;
   j["peak_allocated"] = optional_int(t.peak_allocated);
   j["peak_event_index"] = t.peak_index;
+  j["peak_certainty"] = peak_certainty_name(peak_certainty(t));
   j["peak_time_us"] = t.peak_time_us;
   j["matched_frees"] = t.matched_frees;
   j["frees_of_earlier_allocations"] = t.frees_before_window;
@@ -127,6 +128,8 @@ nlohmann::ordered_json totals_json(const Totals& t) {
   j["largest_fragment"] = t.largest_fragment;
   j["peak_allocated"] = optional_int(t.peak_allocated);
   j["peak_reserved"] = optional_int(t.peak_reserved);
+  if (t.peak_allocated) j["peak_certainty"] = peak_certainty_name(t.peak_certainty);
+  if (t.peak_reserved) j["reserved_peak_at_window_start"] = t.reserved_peak_at_window_start;
   return j;
 }
 

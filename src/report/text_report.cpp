@@ -4,6 +4,7 @@
 
 #include "report/comparison_report.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <sstream>
 
@@ -46,6 +47,30 @@ std::string package_relative(const std::string& frame) {
   return frame;
 }
 
+// A peak as the window shows it: unknown without history, a lower bound when it is the window's
+// start, not a peak at all when the window holds no allocation.
+std::string peak_text(const std::optional<std::int64_t>& peak, bool at_window_start, PeakCertainty certainty) {
+  if (!peak) return "unknown (no trace history)";
+  if (certainty == PeakCertainty::TooShort) return fmt::format("unknown (the window is too short; {} at most in it)", format_bytes(*peak));
+  if (at_window_start) return fmt::format("{} (at the window's start: a lower bound)", format_bytes(*peak));
+  return format_bytes(*peak);
+}
+
+// The timeline line's account of the peak.
+std::string timeline_peak_text(const DeviceTimeline& t) {
+  const std::string peak = t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown";
+  switch (peak_certainty(t)) {
+    case PeakCertainty::TooShort:
+      return fmt::format("no allocation among the window's {} event{}, too short to show a peak (live memory in it is at most {})",
+                         t.events, t.events == 1 ? "" : "s", peak);
+    case PeakCertainty::AtWindowStart:
+      return fmt::format("the largest live total, {}, is at the window's start (the run's peak may have come before the recording)", peak);
+    case PeakCertainty::InWindow:
+      break;
+  }
+  return fmt::format("peak {} at event {} of {}", peak, t.peak_index, t.events);
+}
+
 void totals_section(std::string& out, const Totals& t) {
   auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<30}{}\n", label, value); };
   line("reserved (segments)", format_bytes(t.reserved));
@@ -61,8 +86,8 @@ void totals_section(std::string& out, const Totals& t) {
                                                 format_bytes(static_cast<std::int64_t>(t.allocated) - static_cast<std::int64_t>(t.requested))));
   line("largest inactive block", format_bytes(t.largest_inactive_block));
   line("segments / blocks", fmt::format("{} / {}", t.segments, t.blocks));
-  line("peak allocated (trace)", t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown (no trace history)");
-  line("peak reserved (trace)", t.peak_reserved ? format_bytes(*t.peak_reserved) : "unknown (no trace history)");
+  line("peak allocated (trace)", peak_text(t.peak_allocated, t.peak_certainty == PeakCertainty::AtWindowStart, t.peak_certainty));
+  line("peak reserved (trace)", peak_text(t.peak_reserved, t.reserved_peak_at_window_start, t.peak_certainty));
 }
 
 void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top) {
@@ -95,9 +120,9 @@ void timeline_section(std::string& out, const Analysis& a) {
   out += fmt::format("  {} events analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.events, a.trace.dropped);
   for (const auto& t : a.timelines) {
     out += wrap(fmt::format("device {}: {} alloc/free pairs completed, {} frees of memory allocated before the "
-                            "window, {} free requests still pending ({}), peak {} at event {} of {}",
+                            "window, {} free requests still pending ({}), {}",
                             t.device, t.matched_frees, t.frees_before_window, t.pending_requests, format_bytes(t.pending_bytes),
-                            t.peak_allocated ? format_bytes(*t.peak_allocated) : "unknown", t.peak_index, t.events),
+                            timeline_peak_text(t)),
                 "  ", "    ");
     std::size_t shown = 0;
     for (const auto& m : t.steps) {
@@ -134,7 +159,10 @@ void timeline_section(std::string& out, const Analysis& a) {
       }
     }
   }
-  if (!a.sites_at_peak.empty()) {
+  const bool peak_shown = std::any_of(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) {
+    return t.device == a.peak_device && peak_certainty(t) != PeakCertainty::TooShort;
+  });
+  if (!a.sites_at_peak.empty() && peak_shown) {
     out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
     for (std::size_t i = 0; i < a.sites_at_peak.size() && i < 5; ++i) {
       const Site& s = a.sites_at_peak[i];
