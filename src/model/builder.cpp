@@ -55,8 +55,14 @@ BlockState parse_state(std::string_view s) {
   return BlockState::Unknown;
 }
 
-nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
+// `budget`: values still to convert. A container shared through the memo is expanded at each
+// reference, so sharing could make a small file's JSON exponentially large without it.
+constexpr std::size_t kMaxJsonValues = 1u << 20;
+
+nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, std::size_t& budget) {
   if (depth > 64) return "<nested too deep>";
+  if (budget == 0) return "<too many values>";
+  --budget;
   switch (v.kind) {
     case Kind::None: return nullptr;
     case Kind::Bool: return v.i != 0;
@@ -67,12 +73,12 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
     case Kind::Str: case Kind::Bytes: return std::string(v.str());
     case Kind::Dict: {
       auto obj = nlohmann::ordered_json::object();
-      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1); });
+      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1, budget); });
       return obj;
     }
     case Kind::List: case Kind::Tuple: case Kind::Set: {
       auto arr = nlohmann::ordered_json::array();
-      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1));
+      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1, budget));
       return arr;
     }
     case Kind::Interned: case Kind::Released: return "<shared object>";
@@ -83,13 +89,28 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
 }  // namespace
 
 std::string value_to_json(const Value& v, const Document& doc) {
-  return to_json(v, doc, 0).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  std::size_t budget = kMaxJsonValues;
+  return to_json(v, doc, 0, budget).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events)
-    : snap_(snapshot), events_(snapshot, max_trace_events) {
+SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes)
+    : snap_(snapshot), events_(snapshot, max_trace_events), input_bytes_(input_bytes) {
+  constexpr std::uint64_t kMinModelBudget = 32ull << 20;
+  model_budget_ = input_bytes == 0 ? ~std::uint64_t(0) : std::max(kMinModelBudget, 2 * input_bytes);
   snap_.strings.clear();
   intern("");
+}
+
+// A block costs PyTorch's pickler at least ~35 bytes (a fresh dict of five keys) and the model
+// 40, annotations and segments more on both sides: only objects written once and referenced
+// many times through the memo make the model outgrow twice the input.
+void SnapshotBuilder::grow_model(std::uint64_t bytes, const char* what) {
+  model_bytes_ += bytes;
+  if (model_bytes_ <= model_budget_) [[likely]] return;
+  throw InputError(fmt::format("the snapshot's {} expand to more than {} MiB in memory from a file of {} bytes (one object "
+                               "referenced again and again through the pickle memo), which PyTorch never writes",
+                               what, model_budget_ >> 20, input_bytes_),
+                   kRecaptureRemedy);
 }
 
 StrId SnapshotBuilder::intern(std::string_view s) {
@@ -335,6 +356,7 @@ void SnapshotBuilder::read_segments(const Value& list, const Document& doc) {
 void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::size_t index) {
   const std::string where = fmt::format("segments[{}]", index);
   if (dict.kind != Kind::Dict) bad_field(where, dict, "a dict");
+  grow_model(sizeof(Segment), "segments");
   Segment seg;
   seg.first_block = static_cast<std::uint32_t>(snap_.blocks.size());
   bool has_total = false;
@@ -367,6 +389,7 @@ void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::
   std::uint64_t next_address = seg.address;
   std::uint64_t block_total = 0;
   for (const Value& b : doc.items(*blocks)) {
+    grow_model(sizeof(Block), "segment blocks");
     read_block(b, doc, next_address);
     block_total += snap_.blocks.back().size;
   }
@@ -435,6 +458,7 @@ void SnapshotBuilder::read_annotations(const Value& list, const Document& doc) {
       else if (key == "stage" && v.is_str()) a.stage = std::string(v.str());
     });
     a.json = value_to_json(entry, doc);
+    grow_model(sizeof(Annotation) + a.name.size() + a.stage.size() + a.json.size(), "external_annotations");
     snap_.annotations.push_back(std::move(a));
   }
 }

@@ -16,7 +16,9 @@ namespace memsnap {
 
 class SnapshotBuilder final : public TraceEntrySink {
  public:
-  SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events);
+  // input_bytes: the size of what the reader reads; the segments, blocks and annotations the
+  // model copies out of it may take at most max(32 MiB, 2x) that (see grow_model).
+  SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes = 0);
 
   void trace_entry(std::size_t device, const Value& entry, const Document& doc) override;
   void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) override;
@@ -47,6 +49,9 @@ class SnapshotBuilder final : public TraceEntrySink {
   };
 
   StrId intern(std::string_view s);
+  // Counts bytes the model copies out of the document; throws when the copies outgrow the
+  // input (objects shared many times through the pickle memo are expanded at each reference).
+  void grow_model(std::uint64_t bytes, const char* what);
   FrameId frame_of(const Value& v, const Document& doc);
   StackId stack_of(const Value& v, const Document& doc, const char* where);
   StackId intern_stack();  // interns scratch_
@@ -85,6 +90,9 @@ class SnapshotBuilder final : public TraceEntrySink {
   std::size_t frame_cache_used_ = 0;        // entries at or past these are all 0
   std::size_t stack_cache_used_ = 0;
   std::vector<FrameId> scratch_;
+  std::uint64_t model_budget_ = 0;  // bytes grow_model allows
+  std::uint64_t model_bytes_ = 0;
+  std::uint64_t input_bytes_ = 0;
   std::int64_t last_stream_ = 0;  // the stream of the previous event, and its id
   StreamId last_stream_id_ = 0;
 };

@@ -72,7 +72,7 @@ inline std::size_t memo_ref(const std::uint8_t* d, std::size_t available, std::u
 bool PickleVm::fast_path_open() {
   if (!sink_ || marks_.empty()) return false;
   const MarkInfo& m = marks_.back();
-  if (m.device < 0 || m.dirty) return false;
+  if (m.device < 0 || m.dirty || memo_.has_sparse()) return false;  // the fast paths push at size()
   for (std::size_t k = m.pos; k < stack_.size(); ++k) sink_->trace_entry(static_cast<std::size_t>(m.device), stack_[k], doc_);
   info_.streamed_entries += stack_.size() - m.pos;
   stack_.resize(m.pos);
