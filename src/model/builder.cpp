@@ -153,28 +153,31 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
   scratch_.clear();
   for (const Value& item : doc.items(v)) scratch_.push_back(frame_of(item, doc));
   StackId id = kNoStack;
-  if (!scratch_.empty()) id = intern_stack();
+  if (!scratch_.empty()) id = intern_stack(scratch_.data(), scratch_.size());
   if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
   stack_cache_[v.index] = id + 1;
   stack_cache_used_ = std::max<std::size_t>(stack_cache_used_, v.index + 1);
   return id;
 }
 
-StackId SnapshotBuilder::intern_stack() {
+StackId SnapshotBuilder::intern_stack(const FrameId* ids, std::size_t count) {
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (FrameId f : scratch_) h = (h ^ f) * 0x100000001b3ull;
-  auto [first, last] = stack_index_.equal_range(h);
-  for (auto it = first; it != last; ++it) {
-    const StackId candidate = it->second;
-    if (snap_.stack_size(candidate) == scratch_.size() &&
-        std::equal(scratch_.begin(), scratch_.end(), snap_.stack_begin(candidate))) {
-      return candidate;
+  for (std::size_t k = 0; k < count; ++k) h = (h ^ ids[k]) * 0x100000001b3ull;
+  auto same = [&](StackId candidate) {
+    return snap_.stack_size(candidate) == count && std::equal(ids, ids + count, snap_.stack_begin(candidate));
+  };
+  const auto [it, inserted] = stack_index_.try_emplace(h, static_cast<StackId>(snap_.stack_count()));
+  if (!inserted) {
+    if (same(it->second)) return it->second;
+    auto [first, last] = stack_collisions_.equal_range(h);
+    for (auto c = first; c != last; ++c) {
+      if (same(c->second)) return c->second;
     }
+    stack_collisions_.emplace(h, static_cast<StackId>(snap_.stack_count()));
   }
   const auto id = static_cast<StackId>(snap_.stack_count());
-  snap_.stack_frames.insert(snap_.stack_frames.end(), scratch_.begin(), scratch_.end());
+  snap_.stack_frames.insert(snap_.stack_frames.end(), ids, ids + count);
   snap_.stack_offsets.push_back(static_cast<std::uint32_t>(snap_.stack_frames.size()));
-  stack_index_.emplace(h, id);
   return id;
 }
 
@@ -293,7 +296,11 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
 Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
   scratch_.clear();
   for (std::size_t i = 0; i < count; ++i) scratch_.push_back(frame_of(frames[i], doc));
-  return Value::interned(kStackTag, scratch_.empty() ? kNoStack : intern_stack());
+  return Value::interned(kStackTag, scratch_.empty() ? kNoStack : intern_stack(scratch_.data(), scratch_.size()));
+}
+
+Value SnapshotBuilder::intern_frame_ids(const std::uint32_t* ids, std::size_t count) {
+  return Value::interned(kStackTag, count == 0 ? kNoStack : intern_stack(ids, count));
 }
 
 void SnapshotBuilder::finish(const Document& doc) {

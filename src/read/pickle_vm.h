@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,7 +59,20 @@ class Memo {
     slots_.push_back(0);
     if (!sparse_.empty()) [[unlikely]] adopt_sparse();
   }
-  void set(std::size_t i, const Value& v) { slots_[i] = restore(slots_[i], v); }
+  void set(std::size_t i, const Value& v) {
+    slots_[i] = restore(slots_[i], v);
+    if (i < frame_ids_.size()) frame_ids_[i] = 0;
+  }
+  // The sink's frame id for the frame value at dense slot i, cached until the slot changes.
+  bool cached_frame(std::size_t i, std::uint32_t& id) const {
+    if (i >= frame_ids_.size() || frame_ids_[i] == 0) return false;
+    id = frame_ids_[i] - 1;
+    return true;
+  }
+  void cache_frame(std::size_t i, std::uint32_t id) {
+    if (i >= frame_ids_.size()) frame_ids_.resize(std::max(i + 1, std::min(slots_.size(), 2 * frame_ids_.size())), 0);
+    frame_ids_[i] = id + 1;
+  }
   void set_sparse(std::size_t i, const Value& v) {
     const auto it = sparse_.find(i);
     if (it == sparse_.end()) sparse_.emplace(i, store(v));
@@ -66,6 +80,7 @@ class Memo {
   }
   void resize(std::size_t n) {
     if (n < slots_.size()) ++generation_;
+    for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) frame_ids_[k] = 0;
     slots_.resize(n, 0);
   }
   // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
@@ -113,6 +128,7 @@ class Memo {
     return static_cast<std::uint32_t>(values_.size() - 1);
   }
   BigVector<std::uint32_t> slots_;
+  BigVector<std::uint32_t> frame_ids_;  // dense slot -> frame id + 1 (0: not cached); 0 at >= size()
   absl::flat_hash_map<std::uint64_t, std::uint32_t> sparse_;  // index -> value entry, past the dense end
   std::vector<Value> values_;
   std::uint32_t short_strings_[256] = {};
@@ -257,6 +273,8 @@ class PickleVm {
   bool fast_memo_get(std::size_t& p, Value& out);
   template <bool kFrames>
   bool fast_frames(std::size_t& p, Value& out);
+  template <bool kFrames>
+  bool fast_frame_id(std::size_t& p);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
 
@@ -272,7 +290,7 @@ class PickleVm {
   Memo memo_;
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
-  std::vector<Value> fast_frames_;
+  std::vector<std::uint32_t> fast_frame_ids_;  // the frames list being decoded, as frame ids
   // The exact bytes of the key opcode seen at each position ('h' i or 'j' iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {
