@@ -140,6 +140,37 @@ template <bool kFrames>
   return true;
 }
 
+// The references of a frames list up to its APPENDS, inside one pickle frame (no FRAME opcode
+// can occur): the tight loop of the read, about 44 references per entry on files with C++ frames.
+bool PickleVm::frame_ids_in_frame(std::size_t& p) {
+  const std::uint8_t* d = data_ + p;
+  const std::uint8_t* const end = data_ + fast_limit_;
+  while (d < end && *d != 'e') {
+    std::uint32_t index;
+    std::size_t length;
+    if (*d == 'j' && end - d >= 5) {
+      std::memcpy(&index, d + 1, 4);
+      length = 5;
+    } else if (*d == 'h' && end - d >= 2) {
+      index = d[1];
+      length = 2;
+    } else {
+      return false;
+    }
+    std::uint32_t id;
+    if (!memo_.cached_frame(index, id)) [[unlikely]] {
+      std::size_t at = static_cast<std::size_t>(d - data_);
+      if (!fast_frame_id<false>(at)) return false;
+      d = data_ + at;
+      continue;
+    }
+    fast_frame_ids_.push_back(id);
+    d += length;
+  }
+  p = static_cast<std::size_t>(d - data_);
+  return true;
+}
+
 // A frames list: EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing, decoded in one
 // loop into frame ids (no value per reference) and interned as a stack.
 template <bool kFrames>
@@ -153,10 +184,14 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   skip_frames<kFrames>(q);
   if (q < fast_limit_ && data_[q] == '(') {
     ++q;
-    skip_frames<kFrames>(q);
-    while (q < fast_limit_ && data_[q] != 'e') {
-      if (!fast_frame_id<kFrames>(q)) return false;
+    if constexpr (!kFrames) {
+      if (!frame_ids_in_frame(q)) return false;
+    } else {
       skip_frames<kFrames>(q);
+      while (q < fast_limit_ && data_[q] != 'e') {
+        if (!fast_frame_id<kFrames>(q)) return false;
+        skip_frames<kFrames>(q);
+      }
     }
     if (q >= fast_limit_) return false;
     ++q;

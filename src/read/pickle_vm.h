@@ -275,6 +275,7 @@ class PickleVm {
   bool fast_frames(std::size_t& p, Value& out);
   template <bool kFrames>
   bool fast_frame_id(std::size_t& p);
+  bool frame_ids_in_frame(std::size_t& p);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
 
