@@ -80,5 +80,39 @@ TEST(SharedObjects, NestedSharingInSettingsIsBounded) {
   EXPECT_LT(json.size(), 64u << 20);
 }
 
+// The reader caches the frame id of each memo slot a frames list references; a BINPUT that
+// puts another frame dict in that slot must be seen by the next batch's frames lists.
+TEST(SharedObjects, FramesListsSeeAFrameSlotThatWasOverwritten) {
+  PickleWriter w;
+  auto frame = [&](const char* file, int line) {
+    w.dict().mark().str("filename").str(file).str("name").str("f").str("line").integer(line).setitems();
+  };
+  auto entry = [&](int i) {
+    w.dict().memoize().mark().str("action").str("alloc").str("addr").integer(4096 + 512 * i).str("size").integer(512);
+    w.str("stream").integer(0).str("time_us").integer(i).str("frames").list().mark().binget(1).appends().setitems();
+  };
+  w.dict().memoize().mark();                 // memo 0: the root
+  w.str("segments").list();
+  frame("/w/a.py", 1);
+  w.binput(1).op('0');                        // memo 1: frame A, then off the stack
+  w.str("device_traces").list().list().mark();
+  for (int i = 0; i < 50; ++i) entry(i);
+  w.appends();
+  frame("/w/b.py", 2);
+  w.binput(1).op('0');                        // memo 1 now holds frame B
+  w.mark();
+  for (int i = 50; i < 100; ++i) entry(i);
+  w.appends().append().setitems().stop();
+  const auto loaded = test::load_bytes(w.bytes());
+  const Snapshot& snap = loaded.snapshot;
+  const auto& events = snap.device_traces.at(0).events;
+  ASSERT_EQ(events.size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    const Frame& f = snap.frames[snap.stack_begin(events[i].stack)[0]];
+    ASSERT_EQ(f.line, i < 50 ? 1 : 2) << i;
+    ASSERT_EQ(snap.strings[f.filename], i < 50 ? "/w/a.py" : "/w/b.py") << i;
+  }
+}
+
 }  // namespace
 }  // namespace memsnap
