@@ -293,12 +293,6 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   events_.add(device, e);
 }
 
-Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
-  scratch_.clear();
-  for (std::size_t i = 0; i < count; ++i) scratch_.push_back(frame_of(frames[i], doc));
-  return Value::interned(kStackTag, scratch_.empty() ? kNoStack : intern_stack(scratch_.data(), scratch_.size()));
-}
-
 Value SnapshotBuilder::intern_frame_ids(const std::uint32_t* ids, std::size_t count) {
   return Value::interned(kStackTag, count == 0 ? kNoStack : intern_stack(ids, count));
 }

@@ -25,7 +25,6 @@ class SnapshotBuilder final : public TraceEntrySink {
   void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) override;
   TraceField trace_field(std::string_view key) override;
   void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) override;
-  Value intern_stack(const Value* frames, std::size_t count, const Document& doc) override;
   std::uint32_t frame_id(const Value& frame, const Document& doc) override { return frame_of(frame, doc); }
   Value intern_frame_ids(const std::uint32_t* ids, std::size_t count) override;
   std::optional<Value> converted(std::uint64_t index) override;
