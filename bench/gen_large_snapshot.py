@@ -20,9 +20,10 @@ The file has exactly the object layout and object sharing of
 * frames: a pool of unique frame dicts {'name','filename','line'} with fresh strings per frame
   (C++ frames: filename '??', line 0; Python frames interleaved before _PyEval_EvalFrameDefault,
   innermost first), shared by identity between stack lists.
-* --stack-sharing pool (default): one shared list object per call site (a few thousand lists of
-  30-80 frames); every trace entry / block references one of them (-> LONG_BINGET).
-  --stack-sharing per-alloc: what real PyTorch does (one CapturedTraceback per allocation): every
+* --stack-sharing pool: one shared list object per call site (a few thousand lists of
+  30-80 frames); every trace entry / block references one of them (-> LONG_BINGET). Real files
+  never share lists that way, so this overstates a reader's speed.
+  --stack-sharing per-alloc (default): what real PyTorch does (one CapturedTraceback per allocation): every
   allocation gets its own list object (of shared frame dicts); alloc, free_requested,
   free_completed and the live block share it.
 
@@ -714,7 +715,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--protocol", type=int, default=4)
     ap.add_argument("--layers", type=int, default=40, help="transformer layers (more -> more segments/stacks)")
-    ap.add_argument("--stack-sharing", choices=("pool", "per-alloc"), default="pool")
+    ap.add_argument("--stack-sharing", choices=("pool", "per-alloc"), default="per-alloc")
     args = ap.parse_args()
 
     gc.disable()

@@ -9,7 +9,6 @@ namespace memsnap::limits {
 inline constexpr std::size_t kMaxNestingDepth = 512;             // containers inside containers
 inline constexpr std::size_t kMaxStackValues = 1u << 24;         // values on the pickle VM stack
 inline constexpr std::size_t kMaxMemoEntries = 1u << 28;         // memo slots (real 1 GB files: ~25 M)
-inline constexpr std::size_t kMaxMemoIndexGap = 1u << 20;        // BINPUT may skip ahead at most this
 inline constexpr std::size_t kMaxStringBytes = 1u << 30;         // one str/bytes object
 inline constexpr std::size_t kMaxIntBytes = 64;                  // LONG1/LONG4 payload
 inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zstd output

@@ -55,8 +55,14 @@ BlockState parse_state(std::string_view s) {
   return BlockState::Unknown;
 }
 
-nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
+// `budget`: values still to convert. A container shared through the memo is expanded at each
+// reference, so sharing could make a small file's JSON exponentially large without it.
+constexpr std::size_t kMaxJsonValues = 1u << 20;
+
+nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, std::size_t& budget) {
   if (depth > 64) return "<nested too deep>";
+  if (budget == 0) return "<too many values>";
+  --budget;
   switch (v.kind) {
     case Kind::None: return nullptr;
     case Kind::Bool: return v.i != 0;
@@ -67,12 +73,12 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
     case Kind::Str: case Kind::Bytes: return std::string(v.str());
     case Kind::Dict: {
       auto obj = nlohmann::ordered_json::object();
-      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1); });
+      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1, budget); });
       return obj;
     }
     case Kind::List: case Kind::Tuple: case Kind::Set: {
       auto arr = nlohmann::ordered_json::array();
-      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1));
+      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1, budget));
       return arr;
     }
     case Kind::Interned: case Kind::Released: return "<shared object>";
@@ -83,13 +89,28 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
 }  // namespace
 
 std::string value_to_json(const Value& v, const Document& doc) {
-  return to_json(v, doc, 0).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  std::size_t budget = kMaxJsonValues;
+  return to_json(v, doc, 0, budget).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events)
-    : snap_(snapshot), events_(snapshot, max_trace_events) {
+SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes)
+    : snap_(snapshot), events_(snapshot, max_trace_events), input_bytes_(input_bytes) {
+  constexpr std::uint64_t kMinModelBudget = 32ull << 20;
+  model_budget_ = input_bytes == 0 ? ~std::uint64_t(0) : std::max(kMinModelBudget, 2 * input_bytes);
   snap_.strings.clear();
   intern("");
+}
+
+// A block costs PyTorch's pickler at least ~35 bytes (a fresh dict of five keys) and the model
+// 40, annotations and segments more on both sides: only objects written once and referenced
+// many times through the memo make the model outgrow twice the input.
+void SnapshotBuilder::grow_model(std::uint64_t bytes, const char* what) {
+  model_bytes_ += bytes;
+  if (model_bytes_ <= model_budget_) [[likely]] return;
+  throw InputError(fmt::format("the snapshot's {} expand to more than {} MiB in memory from a file of {} bytes (one object "
+                               "referenced again and again through the pickle memo), which PyTorch never writes",
+                               what, model_budget_ >> 20, input_bytes_),
+                   kRecaptureRemedy);
 }
 
 StrId SnapshotBuilder::intern(std::string_view s) {
@@ -132,28 +153,31 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
   scratch_.clear();
   for (const Value& item : doc.items(v)) scratch_.push_back(frame_of(item, doc));
   StackId id = kNoStack;
-  if (!scratch_.empty()) id = intern_stack();
+  if (!scratch_.empty()) id = intern_stack(scratch_.data(), scratch_.size());
   if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
   stack_cache_[v.index] = id + 1;
   stack_cache_used_ = std::max<std::size_t>(stack_cache_used_, v.index + 1);
   return id;
 }
 
-StackId SnapshotBuilder::intern_stack() {
+StackId SnapshotBuilder::intern_stack(const FrameId* ids, std::size_t count) {
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (FrameId f : scratch_) h = (h ^ f) * 0x100000001b3ull;
-  auto [first, last] = stack_index_.equal_range(h);
-  for (auto it = first; it != last; ++it) {
-    const StackId candidate = it->second;
-    if (snap_.stack_size(candidate) == scratch_.size() &&
-        std::equal(scratch_.begin(), scratch_.end(), snap_.stack_begin(candidate))) {
-      return candidate;
+  for (std::size_t k = 0; k < count; ++k) h = (h ^ ids[k]) * 0x100000001b3ull;
+  auto same = [&](StackId candidate) {
+    return snap_.stack_size(candidate) == count && std::equal(ids, ids + count, snap_.stack_begin(candidate));
+  };
+  const auto [it, inserted] = stack_index_.try_emplace(h, static_cast<StackId>(snap_.stack_count()));
+  if (!inserted) {
+    if (same(it->second)) return it->second;
+    auto [first, last] = stack_collisions_.equal_range(h);
+    for (auto c = first; c != last; ++c) {
+      if (same(c->second)) return c->second;
     }
+    stack_collisions_.emplace(h, static_cast<StackId>(snap_.stack_count()));
   }
   const auto id = static_cast<StackId>(snap_.stack_count());
-  snap_.stack_frames.insert(snap_.stack_frames.end(), scratch_.begin(), scratch_.end());
+  snap_.stack_frames.insert(snap_.stack_frames.end(), ids, ids + count);
   snap_.stack_offsets.push_back(static_cast<std::uint32_t>(snap_.stack_frames.size()));
-  stack_index_.emplace(h, id);
   return id;
 }
 
@@ -269,10 +293,8 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   events_.add(device, e);
 }
 
-Value SnapshotBuilder::intern_stack(const Value* frames, std::size_t count, const Document& doc) {
-  scratch_.clear();
-  for (std::size_t i = 0; i < count; ++i) scratch_.push_back(frame_of(frames[i], doc));
-  return Value::interned(kStackTag, scratch_.empty() ? kNoStack : intern_stack());
+Value SnapshotBuilder::intern_frame_ids(const std::uint32_t* ids, std::size_t count) {
+  return Value::interned(kStackTag, count == 0 ? kNoStack : intern_stack(ids, count));
 }
 
 void SnapshotBuilder::finish(const Document& doc) {
@@ -335,6 +357,7 @@ void SnapshotBuilder::read_segments(const Value& list, const Document& doc) {
 void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::size_t index) {
   const std::string where = fmt::format("segments[{}]", index);
   if (dict.kind != Kind::Dict) bad_field(where, dict, "a dict");
+  grow_model(sizeof(Segment), "segments");
   Segment seg;
   seg.first_block = static_cast<std::uint32_t>(snap_.blocks.size());
   bool has_total = false;
@@ -367,6 +390,7 @@ void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::
   std::uint64_t next_address = seg.address;
   std::uint64_t block_total = 0;
   for (const Value& b : doc.items(*blocks)) {
+    grow_model(sizeof(Block), "segment blocks");
     read_block(b, doc, next_address);
     block_total += snap_.blocks.back().size;
   }
@@ -435,6 +459,7 @@ void SnapshotBuilder::read_annotations(const Value& list, const Document& doc) {
       else if (key == "stage" && v.is_str()) a.stage = std::string(v.str());
     });
     a.json = value_to_json(entry, doc);
+    grow_model(sizeof(Annotation) + a.name.size() + a.stage.size() + a.json.size(), "external_annotations");
     snap_.annotations.push_back(std::move(a));
   }
 }

@@ -1,6 +1,7 @@
 // Turns the readers' value tree (and the streamed trace entries) into the Snapshot model.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,13 +17,16 @@ namespace memsnap {
 
 class SnapshotBuilder final : public TraceEntrySink {
  public:
-  SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events);
+  // input_bytes: the size of what the reader reads; the segments, blocks and annotations the
+  // model copies out of it may take at most max(32 MiB, 2x) that (see grow_model).
+  SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes = 0);
 
   void trace_entry(std::size_t device, const Value& entry, const Document& doc) override;
   void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) override;
   TraceField trace_field(std::string_view key) override;
   void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) override;
-  Value intern_stack(const Value* frames, std::size_t count, const Document& doc) override;
+  std::uint32_t frame_id(const Value& frame, const Document& doc) override { return frame_of(frame, doc); }
+  Value intern_frame_ids(const std::uint32_t* ids, std::size_t count) override;
   std::optional<Value> converted(std::uint64_t index) override;
   void released(std::uint64_t first) override;
 
@@ -47,9 +51,12 @@ class SnapshotBuilder final : public TraceEntrySink {
   };
 
   StrId intern(std::string_view s);
+  // Counts bytes the model copies out of the document; throws when the copies outgrow the
+  // input (objects shared many times through the pickle memo are expanded at each reference).
+  void grow_model(std::uint64_t bytes, const char* what);
   FrameId frame_of(const Value& v, const Document& doc);
   StackId stack_of(const Value& v, const Document& doc, const char* where);
-  StackId intern_stack();  // interns scratch_
+  StackId intern_stack(const FrameId* ids, std::size_t count);
   void read_root_dict(const Document& doc);
   void read_segments(const Value& list, const Document& doc);
   void read_segment(const Value& dict, const Document& doc, std::size_t index);
@@ -78,13 +85,18 @@ class SnapshotBuilder final : public TraceEntrySink {
   EventStore events_;
   std::unordered_map<std::string, StrId, TransparentHash, std::equal_to<>> string_index_;
   std::unordered_map<FrameKey, FrameId, FrameKeyHash> frame_index_;
-  // Stack id by content: hash of the frame ids -> candidate ids (compared against stack_frames).
-  std::unordered_multimap<std::uint64_t, StackId> stack_index_;
+  // Stack id by content: hash of the frame ids -> the first stack with that hash; stacks whose
+  // hash an earlier stack already has go to stack_collisions_ (both compared against stack_frames).
+  absl::flat_hash_map<std::uint64_t, StackId> stack_index_;
+  std::unordered_multimap<std::uint64_t, StackId> stack_collisions_;
   std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
   std::size_t frame_cache_used_ = 0;        // entries at or past these are all 0
   std::size_t stack_cache_used_ = 0;
   std::vector<FrameId> scratch_;
+  std::uint64_t model_budget_ = 0;  // bytes grow_model allows
+  std::uint64_t model_bytes_ = 0;
+  std::uint64_t input_bytes_ = 0;
   std::int64_t last_stream_ = 0;  // the stream of the previous event, and its id
   StreamId last_stream_id_ = 0;
 };

@@ -16,7 +16,7 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
   out.input.compression = input.compression;
   out.input.bytes = input.file_bytes;
   Document doc;
-  SnapshotBuilder builder(out.snapshot, options.max_trace_events);
+  SnapshotBuilder builder(out.snapshot, options.max_trace_events, input.bytes().size());
   if (input.format == Format::Pickle) {
     const PickleInfo info = read_pickle(input.bytes(), doc, &builder, input.file_backed());
     out.input.pickle_protocol = info.protocol;

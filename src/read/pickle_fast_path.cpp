@@ -72,7 +72,7 @@ inline std::size_t memo_ref(const std::uint8_t* d, std::size_t available, std::u
 bool PickleVm::fast_path_open() {
   if (!sink_ || marks_.empty()) return false;
   const MarkInfo& m = marks_.back();
-  if (m.device < 0 || m.dirty) return false;
+  if (m.device < 0 || m.dirty || memo_.has_sparse()) return false;  // the fast paths push at size()
   for (std::size_t k = m.pos; k < stack_.size(); ++k) sink_->trace_entry(static_cast<std::size_t>(m.device), stack_[k], doc_);
   info_.streamed_entries += stack_.size() - m.pos;
   stack_.resize(m.pos);
@@ -120,40 +120,89 @@ bool PickleVm::fast_memo_get(std::size_t& p, Value& out) {
   return true;
 }
 
+// One memo reference in a frames list, appended as a frame id: from the memo's per-slot cache,
+// else resolved by the sink once and cached.
+template <bool kFrames>
+[[gnu::always_inline]] inline bool PickleVm::fast_frame_id(std::size_t& p) {
+  std::uint64_t index;
+  const std::size_t length = memo_ref(data_ + p, fast_limit_ - p, index);
+  if (length == 0) return false;
+  std::uint32_t id;
+  if (!memo_.cached_frame(index, id)) {
+    if (index >= memo_.size()) return false;
+    const Value& v = memo_[index];
+    if (v.kind != Kind::Dict && v.kind != Kind::Interned) return false;
+    id = sink_->frame_id(v, doc_);
+    memo_.cache_frame(index, id);
+  }
+  fast_frame_ids_.push_back(id);
+  p += length;
+  return true;
+}
+
+// The references of a frames list up to its APPENDS, inside one pickle frame (no FRAME opcode
+// can occur): the tight loop of the read, about 44 references per entry on files with C++ frames.
+bool PickleVm::frame_ids_in_frame(std::size_t& p) {
+  const std::uint8_t* d = data_ + p;
+  const std::uint8_t* const end = data_ + fast_limit_;
+  while (d < end && *d != 'e') {
+    std::uint32_t index;
+    std::size_t length;
+    if (*d == 'j' && end - d >= 5) {
+      std::memcpy(&index, d + 1, 4);
+      length = 5;
+    } else if (*d == 'h' && end - d >= 2) {
+      index = d[1];
+      length = 2;
+    } else {
+      return false;
+    }
+    std::uint32_t id;
+    if (!memo_.cached_frame(index, id)) [[unlikely]] {
+      std::size_t at = static_cast<std::size_t>(d - data_);
+      if (!fast_frame_id<false>(at)) return false;
+      d = data_ + at;
+      continue;
+    }
+    fast_frame_ids_.push_back(id);
+    d += length;
+  }
+  p = static_cast<std::size_t>(d - data_);
+  return true;
+}
+
+// A frames list: EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing, decoded in one
+// loop into frame ids (no value per reference) and interned as a stack.
 template <bool kFrames>
 bool PickleVm::fast_frames(std::size_t& p, Value& out) {
-  // EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing.
   const std::size_t memo_at = p;
   std::size_t q = p;
   Value placeholder = Value::released();
   if (!fast_memo<kFrames>(q, placeholder)) return false;
   const bool memoized = q != memo_at;
-  fast_frames_.clear();
+  fast_frame_ids_.clear();
   skip_frames<kFrames>(q);
   if (q < fast_limit_ && data_[q] == '(') {
     ++q;
-    skip_frames<kFrames>(q);
-    while (q < fast_limit_ && data_[q] != 'e') {
-      Value ref;
-      if (!fast_memo_get<kFrames>(q, ref)) return false;
-      fast_frames_.push_back(ref);
+    if constexpr (!kFrames) {
+      if (!frame_ids_in_frame(q)) return false;
+    } else {
       skip_frames<kFrames>(q);
+      while (q < fast_limit_ && data_[q] != 'e') {
+        if (!fast_frame_id<kFrames>(q)) return false;
+        skip_frames<kFrames>(q);
+      }
     }
     if (q >= fast_limit_) return false;
     ++q;
   } else if (q < fast_limit_ && (data_[q] == 'h' || data_[q] == 'j')) {
-    Value ref;
     std::size_t r = q;
-    if (!fast_memo_get<kFrames>(r, ref)) return false;
+    if (!fast_frame_id<kFrames>(r)) return false;
     skip_frames<kFrames>(r);
     if (r >= fast_limit_ || data_[r] != 'a') return false;
-    fast_frames_.push_back(ref);
     q = r + 1;
   }
-  for (const Value& f : fast_frames_) {
-    if (f.kind != Kind::Dict && f.kind != Kind::Interned) return false;
-  }
-  out = sink_->intern_stack(fast_frames_.data(), fast_frames_.size(), doc_);
+  out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
   if (memoized) memo_.set(memo_.size() - 1, out);
   p = q;
   return true;

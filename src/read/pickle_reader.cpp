@@ -147,7 +147,7 @@ PickleInfo PickleVm::run() {
   doc_.root = stack_.back();
   info_.stop_offset = op_pos_;
   info_.trailing_bytes = size_ - pos_;
-  info_.memo_entries = memo_.size();
+  info_.memo_entries = memo_.count();
   return info_;
 }
 
@@ -229,7 +229,7 @@ void PickleVm::dispatch() {
     case 'C': case 'U': { const auto n = read_le(1); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
     case 'B': case 'T': { const auto n = read_le(4); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
     case 0x8e: case 0x96: { const auto n = read_le(8); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
-    case 0x94: memo_put(memo_.size(), top()); return;  // MEMOIZE
+    case 0x94: memo_put(memo_.count(), top()); return;  // MEMOIZE: at len(memo), as Python does
     case 'q': { const auto i = read_le(1); memo_put(i, top()); return; }
     case 'r': { const auto i = read_le(4); memo_put(i, top()); return; }
     case 'h': memo_get(read_le(1)); return;

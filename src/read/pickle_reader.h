@@ -41,9 +41,11 @@ class TraceEntrySink {
   virtual TraceField trace_field(std::string_view key) = 0;
   // The same entry decoded straight into its fields (PyTorch's usual shape, nearly every entry).
   virtual void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) = 0;
-  // Interns a stack from its frame values (frame dicts or values this sink converted before) and
-  // returns the value the memo should hold for the list.
-  virtual Value intern_stack(const Value* frames, std::size_t count, const Document& doc) = 0;
+  // The frame id of one frame value (a frame dict, or a frame this sink converted before); the
+  // reader caches it per memo slot, so each frame dict is resolved once.
+  virtual std::uint32_t frame_id(const Value& frame, const Document& doc) = 0;
+  // Interns a stack from frame ids frame_id returned; the value the memo should hold for the list.
+  virtual Value intern_frame_ids(const std::uint32_t* ids, std::size_t count) = 0;
   // Containers with index >= first are about to be dropped. For a memo slot still naming
   // container `index`, return the converted value to keep there (e.g. an interned stack), or
   // nullopt to mark it released.

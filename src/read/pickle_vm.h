@@ -3,9 +3,11 @@
 // fast path). Not part of memsnap's interface; include read/pickle_reader.h instead.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
 #include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,20 +32,55 @@ struct MarkInfo {
 
 // The pickle memo, compact: each slot is a 4-byte index into a value table. Released slots
 // share one entry, and short strings with equal bytes share one (a snapshot writes a fresh
-// "N/A" per trace entry), so millions of slots cost little more than their indices.
+// "N/A" per trace entry), so millions of slots cost little more than their indices. Slots are
+// dense from 0 as picklers write them; a BINPUT index past the end goes to a hash map instead of
+// filling the gap (a few bytes of input must not make millions of slots), and overwriting a slot
+// reuses its value entry, so the memo grows with the input, not with the indices it names.
 class Memo {
  public:
   Memo() { values_.push_back(Value::released()); }
+  // Dense slots: [0, size()) all exist.
   std::size_t size() const { return slots_.size(); }
+  // Entries written: what MEMOIZE counts (Python's len(memo)).
+  std::size_t count() const { return slots_.size() + sparse_.size(); }
+  bool has_sparse() const { return !sparse_.empty(); }
   const Value& operator[](std::size_t i) const { return values_[slots_[i]]; }
-  void push_back(const Value& v) { slots_.push_back(store(v)); }
-  void push_released() { slots_.push_back(0); }
+  // The value at any index, nullptr when nothing was written there.
+  const Value* find(std::size_t i) const {
+    if (i < slots_.size()) return &values_[slots_[i]];
+    const auto it = sparse_.find(i);
+    return it == sparse_.end() ? nullptr : &values_[it->second];
+  }
+  void push_back(const Value& v) {
+    slots_.push_back(store(v));
+    if (!sparse_.empty()) [[unlikely]] adopt_sparse();
+  }
+  void push_released() {
+    slots_.push_back(0);
+    if (!sparse_.empty()) [[unlikely]] adopt_sparse();
+  }
   void set(std::size_t i, const Value& v) {
-    if (values_[slots_[i]].kind == Kind::Str) ++generation_;
-    slots_[i] = store(v);
+    slots_[i] = restore(slots_[i], v);
+    if (i < frame_ids_.size()) frame_ids_[i] = 0;
+  }
+  // The sink's frame id for the frame value at dense slot i, cached until the slot changes.
+  bool cached_frame(std::size_t i, std::uint32_t& id) const {
+    if (i >= frame_ids_.size() || frame_ids_[i] == 0) return false;
+    id = frame_ids_[i] - 1;
+    return true;
+  }
+  void cache_frame(std::size_t i, std::uint32_t id) {
+    if (i >= frame_ids_.size()) frame_ids_.resize(std::max(i + 1, std::min(slots_.size(), 2 * frame_ids_.size())), 0);
+    frame_ids_[i] = id + 1;
+  }
+  void set_sparse(std::size_t i, const Value& v) {
+    const auto it = sparse_.find(i);
+    if (it == sparse_.end()) sparse_.emplace(i, store(v));
+    else it->second = restore(it->second, v);
   }
   void resize(std::size_t n) {
     if (n < slots_.size()) ++generation_;
+    for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) frame_ids_[k] = 0;
     slots_.resize(n, 0);
   }
   // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
@@ -51,9 +88,21 @@ class Memo {
   std::uint64_t generation() const { return generation_; }
 
  private:
+  // The slot just pushed replaces a sparse entry at the same index (a later put wins).
+  void adopt_sparse() { sparse_.erase(slots_.size() - 1); }
+  // Overwrites the value entry `old` with v, reusing it when no other slot shares it.
+  std::uint32_t restore(std::uint32_t old, const Value& v) {
+    const Value& was = values_[old];
+    if (was.kind == Kind::Str) ++generation_;
+    const bool shared = old == 0 || is_short_str(was);
+    if (shared || v.kind == Kind::Released || is_short_str(v)) return store(v);
+    values_[old] = v;
+    return old;
+  }
+  static bool is_short_str(const Value& v) { return v.kind == Kind::Str && v.aux <= 32; }
   std::uint32_t store(const Value& v) {
     if (v.kind == Kind::Released) return 0;
-    if (v.kind == Kind::Str && v.aux <= 32) {
+    if (is_short_str(v)) {
       // The str stored last first: a snapshot repeats one ("N/A") in every trace entry.
       if (last_short_ && values_[last_short_].aux == v.aux && same_bytes(values_[last_short_].s, v.s, v.aux)) return last_short_;
       std::uint64_t h = 0xcbf29ce484222325ull;
@@ -79,6 +128,8 @@ class Memo {
     return static_cast<std::uint32_t>(values_.size() - 1);
   }
   BigVector<std::uint32_t> slots_;
+  BigVector<std::uint32_t> frame_ids_;  // dense slot -> frame id + 1 (0: not cached); 0 at >= size()
+  absl::flat_hash_map<std::uint64_t, std::uint32_t> sparse_;  // index -> value entry, past the dense end
   std::vector<Value> values_;
   std::uint32_t short_strings_[256] = {};
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
@@ -155,25 +206,31 @@ class PickleVm {
 
   // ---- memo ----
   void memo_put(std::uint64_t index, const Value& v) {
-    if (index >= limits::kMaxMemoEntries || index > memo_.size() + limits::kMaxMemoIndexGap) {
-      corrupt(fmt::format("memo index {} is beyond memsnap's limit", index));
-    }
+    if (index >= limits::kMaxMemoEntries) corrupt(fmt::format("memo index {} is beyond memsnap's limit", index));
     if (index == memo_.size()) {
       memo_.push_back(v);
       return;
     }
-    if (index > memo_.size()) memo_.resize(index + 1);
-    else if (!marks_.empty() && marks_.back().device >= 0 && index < marks_.back().memo) marks_.back().dirty = true;
+    if (index > memo_.size()) {
+      // Not converted when a trace batch is released: keep every open batch.
+      for (auto& m : marks_) {
+        if (m.device >= 0) m.dirty = true;
+      }
+      memo_.set_sparse(index, v);
+      return;
+    }
+    if (!marks_.empty() && marks_.back().device >= 0 && index < marks_.back().memo) marks_.back().dirty = true;
     memo_.set(index, v);
   }
   void memo_get(std::uint64_t index) {
-    if (index >= memo_.size() || memo_[index].kind == Kind::Released) {
-      if (index < memo_.size() && released_any_) {
+    const Value* v = memo_.find(index);
+    if (!v || v->kind == Kind::Released) {
+      if (v && released_any_) {
         corrupt(fmt::format("memo entry {} refers to a trace entry object that was shared in an unexpected way", index));
       }
       corrupt(fmt::format("memo entry {} is read before it was written", index));
     }
-    push(memo_[index]);
+    push(*v);
   }
 
   // ---- containers ----
@@ -216,6 +273,9 @@ class PickleVm {
   bool fast_memo_get(std::size_t& p, Value& out);
   template <bool kFrames>
   bool fast_frames(std::size_t& p, Value& out);
+  template <bool kFrames>
+  bool fast_frame_id(std::size_t& p);
+  bool frame_ids_in_frame(std::size_t& p);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
 
@@ -231,7 +291,7 @@ class PickleVm {
   Memo memo_;
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
-  std::vector<Value> fast_frames_;
+  std::vector<std::uint32_t> fast_frame_ids_;  // the frames list being decoded, as frame ids
   // The exact bytes of the key opcode seen at each position ('h' i or 'j' iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {
