@@ -206,7 +206,7 @@ InputBytes open_input(const std::string& path) {
   if (fd < 0) {
     const int err = errno;
     throw InputError(fmt::format("cannot open the file ({})", std::strerror(err)),
-                     err == ENOENT ? "check the path" : "check the file's permissions");
+                     err == ENOENT || err == ENAMETOOLONG || err == ELOOP || err == ENOTDIR ? "check the path" : "check the file's permissions");
   }
   struct stat st {};
   if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {

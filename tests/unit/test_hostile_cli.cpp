@@ -1,0 +1,132 @@
+// Hostile command lines and outputs: symlink loops and long names, out-of-range counts and sizes,
+// full disks, closed pipes, file-size limits, and an -o that names the input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for one test, removed with it.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / ("memsnap_hostile_" + std::to_string(::getpid()) + "_" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string example() { return std::string(MEMSNAP_DATA_DIR) + "/example.pickle"; }
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(HostileCli, SymlinkLoopWithDiffIsAnInputError) {
+  TempDir dir("loop");
+  fs::create_symlink("loop", dir.path / "loop");
+  const test::CliRun r = test::run_memsnap("loop --diff " + example(), dir.path.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "memsnap: error: loop: cannot open the file (Too many levels of symbolic links); check the path\n");
+}
+
+TEST(HostileCli, OverlongNameWithDiffIsAnInputError) {
+  const std::string name(300, 'a');
+  const test::CliRun r = test::run_memsnap(name + " --diff " + example());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "memsnap: error: " + name + ": cannot open the file (File name too long); check the path\n");
+}
+
+TEST(HostileCli, CountsOutOfRangeAreUsageErrors) {
+  for (const std::string bad : {"-1", "99999999999999999999", "9223372036854775808", "1e6", "", "12abc"}) {
+    const test::CliRun r = test::run_memsnap(example() + " --max-trace-events '" + bad + "'");
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(r.err, "memsnap: error: --max-trace-events " + bad +
+                         ": not a count; use a whole number from 0 to 9223372036854775807\n") << bad;
+    EXPECT_EQ(test::run_memsnap("dump " + example() + " --what blocks --max-trace-events '" + bad + "'").status, 2) << bad;
+  }
+  EXPECT_EQ(test::run_memsnap(example() + " --max-trace-events 9223372036854775807").status, 0);
+}
+
+TEST(HostileCli, DeviceUsedBeyondEightEiBIsAUsageError) {
+  for (const std::string bad : {"10000000000000000000", "9223372036854775808", "9300000000000000000", "20000000TiB"}) {
+    const test::CliRun r = test::run_memsnap(example() + " --device-used " + bad);
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(r.err, "memsnap: error: --device-used " + bad +
+                         ": not a size below 8 EiB; use bytes or a unit such as 81920MiB or 80GiB\n") << bad;
+  }
+  EXPECT_EQ(test::run_memsnap(example() + " --device-used 9000000000000000000").status, 0);
+}
+
+TEST(HostileCli, FullDiskFailsEveryCommand) {
+  const std::string full = "memsnap: error: standard output: cannot write the output (No space left on device); "
+                           "free space or redirect it elsewhere\n";
+  for (const std::string& args : std::vector<std::string>{example(), example() + " --format json", example() + " --format html",
+                                                          "dump " + example() + " --what trace", "capture --oom"}) {
+    const test::CliRun r = test::run_memsnap(args + " >/dev/full");
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_EQ(r.err, full) << args;
+  }
+}
+
+TEST(HostileCli, ClosedPipeIsQuiet) {
+  for (const std::string& args : std::vector<std::string>{example(), "dump " + example() + " --what trace"}) {
+    const test::CliRun r = test::run_memsnap(args + " | head -c 10");
+    EXPECT_EQ(r.out.size(), 10u) << args;
+    EXPECT_EQ(r.err, "") << args;
+  }
+}
+
+TEST(HostileCli, FileSizeLimitKeepsTheOldReportWhole) {
+  TempDir dir("fsize");
+  const std::string out = dir / "report.html";
+  std::ofstream(out) << "the old report\n";
+  // ulimit -f counts 1 KiB blocks: the HTML report (hundreds of KiB) cannot be written.
+  const test::CliRun limited = test::run_memsnap("capture >/dev/null; ulimit -f 8; " + std::string(MEMSNAP_BINARY) + " " +
+                                                 example() + " --format html -o " + out);
+  EXPECT_EQ(limited.status, 1);
+  EXPECT_EQ(limited.err, "memsnap: error: " + out +
+                             ": cannot write the report (File too large); check the directory exists, is writable and has space\n");
+  EXPECT_EQ(file_text(out), "the old report\n");
+  for (const auto& entry : fs::directory_iterator(dir.path)) EXPECT_EQ(entry.path().filename(), "report.html");
+}
+
+TEST(HostileCli, OutputFileIsReplacedWholeWithTheUsualMode) {
+  TempDir dir("atomic");
+  const std::string out = dir / "report.txt";
+  std::ofstream(out) << std::string(100000, 'x');
+  const test::CliRun r = test::run_memsnap(example() + " -o " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(file_text(out), test::run_memsnap(example()).out);
+  const auto perms = fs::status(out).permissions();
+  EXPECT_NE(perms & fs::perms::owner_read, fs::perms::none);
+  EXPECT_NE(perms & fs::perms::group_read, fs::perms::none);  // not mkstemp's 0600
+}
+
+TEST(HostileCli, OutputThatIsTheInputIsRefused) {
+  TempDir dir("same");
+  const std::string snap = dir / "s.pickle";
+  fs::copy_file(example(), snap);
+  const auto before = file_text(snap);
+  const test::CliRun r = test::run_memsnap("s.pickle -o ./s.pickle", dir.path.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "memsnap: error: -o ./s.pickle is the input s.pickle; writing the report there would replace the "
+                   "snapshot, choose another file\n");
+  fs::create_hard_link(snap, dir / "link.pickle");
+  EXPECT_EQ(test::run_memsnap(example() + " --diff s.pickle -o link.pickle", dir.path.string()).status, 2);
+  EXPECT_EQ(file_text(snap), before);
+}
+
+}  // namespace
+}  // namespace memsnap
