@@ -13,6 +13,10 @@ inline constexpr std::size_t kMaxMemoIndexGap = 1u << 20;        // BINPUT may s
 inline constexpr std::size_t kMaxStringBytes = 1u << 30;         // one str/bytes object
 inline constexpr std::size_t kMaxIntBytes = 64;                  // LONG1/LONG4 payload
 inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zstd output
+// A compressed snapshot may expand to this many times its size (real snapshots: 11-30x with
+// gzip -9 / zstd -19), and always to kMinDecompressedAllowance; a bomb is refused there.
+inline constexpr std::uint64_t kMaxCompressionRatio = 128;
+inline constexpr std::uint64_t kMinDecompressedAllowance = 64ull << 20;
 inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items in all containers
 // Trace events kept per device whatever --max-trace-events says: the analysis indexes them with
 // 32 bits (and 2^32 events would take 128 GiB).
