@@ -18,6 +18,10 @@ inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zst
 inline constexpr std::uint64_t kMaxCompressionRatio = 128;
 inline constexpr std::uint64_t kMinDecompressedAllowance = 64ull << 20;
 inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items in all containers
+// Values copied from one settings dict or annotation into the model (real ones: a few dozen).
+inline constexpr std::size_t kMaxCopiedJsonValues = 4096;
+// Distinct unknown keys / actions listed by name in the report (the rest are counted).
+inline constexpr std::size_t kMaxListedUnknowns = 256;
 // Trace events kept per device whatever --max-trace-events says: the analysis indexes them with
 // 32 bits (and 2^32 events would take 128 GiB).
 inline constexpr std::uint64_t kMaxKeptEventsPerDevice = 0xFFFFFFFEull;

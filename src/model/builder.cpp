@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace memsnap {
 namespace {
@@ -32,6 +33,9 @@ void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
   if (v.kind == Kind::Released) {
     throw InputError(fmt::format("{} reuses an object in a way no PyTorch snapshot does", where), kRecaptureRemedy);
   }
+  if (v.kind == Kind::BigInt) {
+    throw InputError(fmt::format("{} is an int wider than 64 bits, too large for {}", where, expected), kRecaptureRemedy);
+  }
   throw InputError(fmt::format("{} is a {}, expected {}", where, kind_name(v.kind), expected), kRecaptureRemedy);
 }
 
@@ -55,8 +59,13 @@ BlockState parse_state(std::string_view s) {
   return BlockState::Unknown;
 }
 
-nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
+// `budget` counts the values still allowed: a dict that holds itself (through the memo) has
+// 2^depth paths, and an ordered object's key lookup is linear, so the copy stops at
+// limits::kMaxCopiedJsonValues values with "<truncated>".
+nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, std::size_t& budget) {
   if (depth > 64) return "<nested too deep>";
+  if (budget == 0) return "<truncated>";
+  --budget;
   switch (v.kind) {
     case Kind::None: return nullptr;
     case Kind::Bool: return v.i != 0;
@@ -67,12 +76,12 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
     case Kind::Str: case Kind::Bytes: return std::string(v.str());
     case Kind::Dict: {
       auto obj = nlohmann::ordered_json::object();
-      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1); });
+      for_each_pair(doc, v, [&](std::string_view key, const Value& val) { obj[std::string(key)] = to_json(val, doc, depth + 1, budget); });
       return obj;
     }
     case Kind::List: case Kind::Tuple: case Kind::Set: {
       auto arr = nlohmann::ordered_json::array();
-      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1));
+      for (const Value& item : doc.items(v)) arr.push_back(to_json(item, doc, depth + 1, budget));
       return arr;
     }
     case Kind::Interned: case Kind::Released: return "<shared object>";
@@ -83,7 +92,8 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth) {
 }  // namespace
 
 std::string value_to_json(const Value& v, const Document& doc) {
-  return to_json(v, doc, 0).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  std::size_t budget = limits::kMaxCopiedJsonValues;
+  return to_json(v, doc, 0, budget).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events)
