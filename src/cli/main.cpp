@@ -19,6 +19,7 @@
 #include "report/dump.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
+#include "report/json_writer.h"
 #include "report/text_report.h"
 
 namespace {
@@ -156,7 +157,7 @@ int run_analyze(int argc, char** argv) {
       auto report = memsnap::json_report(loaded, analysis);
       if (diff) memsnap::add_diff_json(report, *diff);
       if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = report.dump(2) + "\n";
+      text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     }
     else if (format == "html") {
       auto report = memsnap::json_report(loaded, analysis);  // with the same optional sections as --format json
@@ -167,6 +168,7 @@ int run_analyze(int argc, char** argv) {
     else text = memsnap::text_report(loaded, analysis);
     if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
     if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
+    if (format == "text") text = memsnap::valid_utf8(text);  // frame names are the snapshot's bytes
     return write_output(text, out_path) ? 0 : kExitInput;
   });
 }

@@ -34,7 +34,7 @@ void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
     throw InputError(fmt::format("{} reuses an object in a way no PyTorch snapshot does", where), kRecaptureRemedy);
   }
   if (v.kind == Kind::BigInt) {
-    throw InputError(fmt::format("{} is an int wider than 64 bits, too large for {}", where, expected), kRecaptureRemedy);
+    throw InputError(fmt::format("{} is an int wider than 64 bits, too large for any size, address or time", where), kRecaptureRemedy);
   }
   throw InputError(fmt::format("{} is a {}, expected {}", where, kind_name(v.kind), expected), kRecaptureRemedy);
 }

@@ -7,6 +7,9 @@
 #include <string>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
+#include "report/json_writer.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -126,6 +129,54 @@ TEST(HostileCli, OutputThatIsTheInputIsRefused) {
   fs::create_hard_link(snap, dir / "link.pickle");
   EXPECT_EQ(test::run_memsnap(example() + " --diff s.pickle -o link.pickle", dir.path.string()).status, 2);
   EXPECT_EQ(file_text(snap), before);
+}
+
+}  // namespace
+}  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+std::string hostile(const std::string& name) { return std::string(MEMSNAP_DATA_DIR) + "/hostile/" + name; }
+
+bool is_valid_utf8(const std::string& s) { return valid_utf8(s) == s; }
+
+TEST(HostileEncoding, BadUtf8InFrameNamesGivesValidJsonAndText) {
+  for (const std::string name : {"bad_utf8_frames.pickle", "invalid_utf8_frames.pickle"}) {
+    const test::CliRun json = test::run_memsnap(hostile(name) + " --format json");
+    ASSERT_EQ(json.status, 0) << json.err;
+    const auto j = nlohmann::json::parse(json.out);  // throws on invalid UTF-8
+    EXPECT_EQ(j["top_sites"][0]["file"], "/w/\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDlone.py") << name;
+    const test::CliRun text = test::run_memsnap(hostile(name));
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_TRUE(is_valid_utf8(text.out)) << name;
+    EXPECT_NE(text.out.find("\xEF\xBF\xBDlone.py"), std::string::npos) << name;
+  }
+}
+
+TEST(HostileEncoding, JsonWithAByteOrderMarkIsRead) {
+  const test::CliRun r = test::run_memsnap(hostile("bom.json") + " --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["input"]["format"], "json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["totals"]["segments"], 3);
+}
+
+TEST(HostileEncoding, IntWiderThan64BitsIsNamedTooLarge) {
+  const test::CliRun r = test::run_memsnap(hostile("wide_int.pickle"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "memsnap: error: " + hostile("wide_int.pickle") +
+                       ": a segment's total_size is an int wider than 64 bits, too large for any size, address or time; "
+                       "re-capture it with torch.cuda.memory._dump_snapshot() (run `memsnap capture`) and check the copy is complete\n");
+}
+
+TEST(HostileHangs, SettingsThatHoldThemselvesAreCutAtTheBudget) {
+  const test::CliRun r = test::run_memsnap("dump " + hostile("self_referencing_settings.pickle") + " --what settings");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["a"]["a"].is_object());
+  EXPECT_NE(r.out.find("\"<truncated>\""), std::string::npos);
+  EXPECT_LT(r.out.size(), 200000u);
+  EXPECT_EQ(test::run_memsnap(hostile("self_referencing_settings.pickle") + " --format json").status, 0);
 }
 
 }  // namespace
