@@ -169,6 +169,28 @@ TEST(HostileEncoding, IntWiderThan64BitsIsNamedTooLarge) {
                        "re-capture it with torch.cuda.memory._dump_snapshot() (run `memsnap capture`) and check the copy is complete\n");
 }
 
+nlohmann::json invariants_of(const std::string& name, const std::string& extra = "") {
+  const test::CliRun r = test::run_memsnap(hostile(name) + extra + " --format json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out)["invariants"];
+}
+
+TEST(HostileOverflow, AbsurdSizesAndTimesAreInconsistencies) {
+  const auto sizes = invariants_of("huge_sizes.pickle");
+  EXPECT_EQ(sizes["ok"], false);
+  EXPECT_EQ(sizes["violations"], nlohmann::json::array({"device 0 trace event 0 has size 6917529027641081856 B, beyond any "
+                                                        "device (more than 1 PiB); the timeline and peak are meaningless"}));
+  const auto segments = invariants_of("huge_segments.pickle");
+  EXPECT_EQ(segments["ok"], false);
+  EXPECT_EQ(segments["violations"][1], "device 0: its segments add up to more than 1 PiB; the totals are meaningless");
+  const auto times = invariants_of("huge_times.pickle");
+  EXPECT_EQ(times["violations"][0], "device 0 trace event 0 has time_us -9223372036854775798, not a time since the epoch");
+  // The same through --diff and the text report's uncertainties.
+  EXPECT_EQ(invariants_of("huge_sizes.pickle", " --diff " + hostile("huge_segments.pickle"))["ok"], false);
+  EXPECT_NE(test::run_memsnap(hostile("huge_sizes.pickle")).out.find("inconsistent snapshot: device 0 trace event 0 has size"),
+            std::string::npos);
+}
+
 TEST(HostileHangs, SettingsThatHoldThemselvesAreCutAtTheBudget) {
   const test::CliRun r = test::run_memsnap("dump " + hostile("self_referencing_settings.pickle") + " --what settings");
   ASSERT_EQ(r.status, 0) << r.err;
