@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "analysis/plausibility.h"
 #include "base/format_bytes.h"
 #include "base/phase_timer.h"
 
@@ -70,6 +71,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
     for (const auto& live : t.live_at_oom) a.sites_at_oom.push_back(attribute(live_items(t, live), site_cache));
   }
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
+  for (auto& v : implausible_values(s)) a.invariant_violations.push_back(std::move(v));
   PhaseTimer t("findings");
   derive_findings(loaded, a);
   return a;

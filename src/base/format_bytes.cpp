@@ -54,7 +54,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   else if (unit == "t") scale = 1e12;
   else return std::nullopt;
   const double bytes = value * scale;
-  if (bytes > 1.8e19) return std::nullopt;
+  if (!(bytes < 9223372036854775808.0)) return std::nullopt;  // 2^63: sizes are int64 in the analysis
   return static_cast<std::uint64_t>(std::llround(bytes));
 }
 

@@ -12,7 +12,15 @@ inline constexpr std::size_t kMaxMemoEntries = 1u << 28;         // memo slots (
 inline constexpr std::size_t kMaxStringBytes = 1u << 30;         // one str/bytes object
 inline constexpr std::size_t kMaxIntBytes = 64;                  // LONG1/LONG4 payload
 inline constexpr std::uint64_t kMaxDecompressedBytes = 16ull << 30;  // gzip/zstd output
+// A compressed snapshot may expand to this many times its size (real snapshots: 11-30x with
+// gzip -9 / zstd -19), and always to kMinDecompressedAllowance; a bomb is refused there.
+inline constexpr std::uint64_t kMaxCompressionRatio = 128;
+inline constexpr std::uint64_t kMinDecompressedAllowance = 64ull << 20;
 inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items in all containers
+// Values copied from one settings dict or annotation into the model (real ones: a few dozen).
+inline constexpr std::size_t kMaxCopiedJsonValues = 4096;
+// Distinct unknown keys / actions listed by name in the report (the rest are counted).
+inline constexpr std::size_t kMaxListedUnknowns = 256;
 // Trace events kept per device whatever --max-trace-events says: the analysis indexes them with
 // 32 bits (and 2^32 events would take 128 GiB).
 inline constexpr std::uint64_t kMaxKeptEventsPerDevice = 0xFFFFFFFEull;

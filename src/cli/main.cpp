@@ -19,6 +19,7 @@
 #include "report/dump.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
+#include "report/json_writer.h"
 #include "report/text_report.h"
 
 namespace {
@@ -29,23 +30,34 @@ using memsnap::cli::kExitInput;
 using memsnap::cli::kExitUsage;
 using memsnap::cli::write_output;
 
+// --max-trace-events: a count, or a usage error (negative or beyond 2^63-1 are refused, not wrapped).
+std::optional<std::uint64_t> max_events_option(const std::string& text) {
+  const auto n = memsnap::cli::parse_count(text);
+  if (!n) {
+    std::fprintf(stderr, "memsnap: error: --max-trace-events %s: not a count; use a whole number from 0 to 9223372036854775807\n",
+                 text.c_str());
+  }
+  return n;
+}
+
 int run_dump(int argc, char** argv) {
   CLI::App app{"memsnap dump: write a snapshot's raw contents as JSON Lines", "memsnap dump"};
-  std::string path, what;
-  std::uint64_t max_events = 1'000'000;
+  std::string path, what, max_events_text = "1000000";
   app.add_option("PATH", path, "snapshot file")->required();
   app.add_option("--what", what, "segments|blocks|trace|frames|settings|annotations")->required()
       ->check(CLI::IsMember({"segments", "blocks", "trace", "frames", "settings", "annotations"}));
-  app.add_option("--max-trace-events", max_events, "keep only the newest N trace events per device");
+  app.add_option("--max-trace-events", max_events_text, "keep only the newest N trace events per device");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  const auto max_events = max_events_option(max_events_text);
+  if (!max_events) return kExitUsage;
   return guarded(path, [&] {
-    const auto loaded = memsnap::load_snapshot(path, {max_events});
-    memsnap::write_dump(loaded.snapshot, *memsnap::parse_dump_what(what), stdout);
-    return 0;
+    const auto loaded = memsnap::load_snapshot(path, {*max_events});
+    const int error = memsnap::write_dump(loaded.snapshot, *memsnap::parse_dump_what(what), stdout);
+    return memsnap::cli::stdout_written(error) ? 0 : kExitInput;
   });
 }
 
@@ -61,8 +73,7 @@ int run_capture(int argc, char** argv) {
   }
   const std::string text = memsnap::capture_recipe(oom ? memsnap::CaptureKind::Oom
                                                        : diff ? memsnap::CaptureKind::Diff : memsnap::CaptureKind::Minimal);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return 0;
+  return write_output(text, "") ? 0 : kExitInput;
 }
 
 int run_analyze(int argc, char** argv) {
@@ -71,12 +82,11 @@ int run_analyze(int argc, char** argv) {
                "  memsnap dump PATH --what segments|blocks|trace|frames|settings|annotations\n"
                "  memsnap capture [--oom | --diff]",
                "memsnap"};
-  std::string path, diff_path, format = "text", out_path, device_used;
-  std::uint64_t max_events = 1'000'000;
+  std::string path, diff_path, format = "text", out_path, device_used, max_events_text = "1000000";
   int top = 10;
   app.add_option("PATH", path, "snapshot file (pickle or JSON, optionally gzip/zstd) or a directory of per-rank snapshots");
   app.add_option("--diff", diff_path, "a later snapshot of the same run to compare with");
-  app.add_option("--max-trace-events", max_events, "keep only the newest N trace events per device (default 1000000)");
+  app.add_option("--max-trace-events", max_events_text, "keep only the newest N trace events per device (default 1000000)");
   app.add_option("--device-used", device_used, "device memory in use seen outside PyTorch, e.g. 81920MiB or 80GiB");
   app.add_option("--format", format, "text|json|html")->check(CLI::IsMember({"text", "json", "html"}));
   app.add_option("-o,--output", out_path, "write the report to FILE instead of standard output");
@@ -91,26 +101,30 @@ int run_analyze(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stderr);
     return kExitUsage;
   }
-  if (!diff_path.empty() && std::filesystem::is_directory(path)) {
+  std::error_code ec;
+  const bool path_is_directory = std::filesystem::is_directory(path, ec);  // errors (loops, long names) surface when it is opened
+  if (!diff_path.empty() && path_is_directory) {
     std::fprintf(stderr, "memsnap: error: --diff compares two snapshot files; PATH %s is a directory of ranks\n", path.c_str());
     return kExitUsage;
   }
   if (!device_used.empty() && !memsnap::parse_size(device_used)) {
-    std::fprintf(stderr, "memsnap: error: --device-used %s: not a size; use bytes or a unit such as 81920MiB or 80GiB\n",
+    std::fprintf(stderr, "memsnap: error: --device-used %s: not a size below 8 EiB; use bytes or a unit such as 81920MiB or 80GiB\n",
                  device_used.c_str());
     return kExitUsage;
   }
+  const auto max_events = max_events_option(max_events_text);
+  if (!max_events) return kExitUsage;
+  if (!memsnap::cli::output_is_not_an_input(out_path, {path, diff_path})) return kExitUsage;
   return guarded(path, [&] {
     memsnap::AnalyzeOptions options;
     options.top = static_cast<std::size_t>(top);
     if (!device_used.empty()) options.device_used = memsnap::parse_size(device_used);
-    const memsnap::LoadOptions load{max_events};
+    const memsnap::LoadOptions load{*max_events};
     memsnap::LoadedSnapshot loaded;
     memsnap::Analysis analysis;
     std::optional<memsnap::DiffReport> diff;
     std::optional<memsnap::RankReport> ranks;
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
+    if (path_is_directory) {
       // One snapshot per rank, analyzed in parallel; the body of the report is the rank with the
       // highest peak, the comparison goes into its own sections.
       ranks = memsnap::analyze_ranks(path, load, options);
@@ -143,7 +157,7 @@ int run_analyze(int argc, char** argv) {
       auto report = memsnap::json_report(loaded, analysis);
       if (diff) memsnap::add_diff_json(report, *diff);
       if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = report.dump(2) + "\n";
+      text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     }
     else if (format == "html") {
       auto report = memsnap::json_report(loaded, analysis);  // with the same optional sections as --format json
@@ -154,18 +168,15 @@ int run_analyze(int argc, char** argv) {
     else text = memsnap::text_report(loaded, analysis);
     if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
     if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
-    if (!write_output(text, out_path)) {
-      std::fprintf(stderr, "memsnap: error: %s: cannot write the report; check the directory exists and is writable\n",
-                   out_path.c_str());
-      return kExitInput;
-    }
-    return 0;
+    if (format == "text") text = memsnap::valid_utf8(text);  // frame names are the snapshot's bytes
+    return write_output(text, out_path) ? 0 : kExitInput;
   });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  memsnap::cli::prepare_output_signals();
   if (argc >= 2 && std::string(argv[1]) == "dump") return run_dump(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "capture") return run_capture(argc - 1, argv + 1);
   return run_analyze(argc, argv);

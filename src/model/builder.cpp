@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace memsnap {
 namespace {
@@ -32,6 +33,9 @@ void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
   if (v.kind == Kind::Released) {
     throw InputError(fmt::format("{} reuses an object in a way no PyTorch snapshot does", where), kRecaptureRemedy);
   }
+  if (v.kind == Kind::BigInt) {
+    throw InputError(fmt::format("{} is an int wider than 64 bits, too large for any size, address or time", where), kRecaptureRemedy);
+  }
   throw InputError(fmt::format("{} is a {}, expected {}", where, kind_name(v.kind), expected), kRecaptureRemedy);
 }
 
@@ -55,13 +59,12 @@ BlockState parse_state(std::string_view s) {
   return BlockState::Unknown;
 }
 
-// `budget`: values still to convert. A container shared through the memo is expanded at each
-// reference, so sharing could make a small file's JSON exponentially large without it.
-constexpr std::size_t kMaxJsonValues = 1u << 20;
-
+// `budget` counts the values still allowed: a dict that holds itself (through the memo) has
+// 2^depth paths, and an ordered object's key lookup is linear, so the copy stops at
+// limits::kMaxCopiedJsonValues values with "<truncated>".
 nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, std::size_t& budget) {
   if (depth > 64) return "<nested too deep>";
-  if (budget == 0) return "<too many values>";
+  if (budget == 0) return "<truncated>";
   --budget;
   switch (v.kind) {
     case Kind::None: return nullptr;
@@ -89,7 +92,7 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, s
 }  // namespace
 
 std::string value_to_json(const Value& v, const Document& doc) {
-  std::size_t budget = kMaxJsonValues;
+  std::size_t budget = limits::kMaxCopiedJsonValues;
   return to_json(v, doc, 0, budget).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -9,6 +11,12 @@
 namespace memsnap {
 
 enum class Format { Pickle, Json };
+
+// Memory from malloc/realloc: a decompression buffer grows in place (mremap) without zero-filling.
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); }
+};
+using HeapBytes = std::unique_ptr<std::uint8_t[], FreeDeleter>;
 enum class Compression { None, Gzip, Zstd };
 const char* format_name(Format f);
 const char* compression_name(Compression c);  // "gzip", "zstd"; nullptr for None
@@ -36,7 +44,9 @@ class InputBytes {
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
   bool mapped_ = false;
-  std::vector<std::uint8_t> buffer_;
+  std::vector<std::uint8_t> buffer_;  // bytes handed over in memory
+  HeapBytes heap_;                     // decompressed bytes
+  void adopt(HeapBytes heap, std::size_t size);
 };
 
 // Throws InputError (unreadable, empty, compressed garbage, a screenshot, HTML, ...).

@@ -101,6 +101,8 @@ JsonReader::~JsonReader() = default;
 void JsonReader::read(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink) {
   impl_->doc = &doc;
   impl_->sink = sink;
+  // A UTF-8 byte order mark (editors on Windows write one) is not part of the JSON.
+  if (bytes.size() >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF) bytes = bytes.subspan(3);
   simdjson::padded_string padded(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   simdjson::dom::element root;
   const auto err = impl_->parser.parse(padded).get(root);

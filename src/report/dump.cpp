@@ -1,6 +1,7 @@
 // JSON Lines writers for `memsnap dump`.
 #include "report/dump.h"
 
+#include <cerrno>
 #include <fmt/format.h>
 
 #include "report/json_writer.h"
@@ -11,20 +12,27 @@ namespace {
 class LineWriter {
  public:
   explicit LineWriter(std::FILE* out) : out_(out) {}
-  ~LineWriter() { flush(); }
   fmt::memory_buffer& buf() { return buf_; }
   void end_line() {
     buf_.push_back('\n');
     if (buf_.size() > (1 << 20)) flush();
   }
+  // Writes what is buffered; after the first failed write the rest is dropped.
   void flush() {
-    std::fwrite(buf_.data(), 1, buf_.size(), out_);
+    if (error_ == 0 && std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) error_ = errno != 0 ? errno : EIO;
     buf_.clear();
+  }
+  // Flushes everything down to the file; the errno of the first failure, or 0.
+  int finish() {
+    flush();
+    if (error_ == 0 && std::fflush(out_) != 0) error_ = errno != 0 ? errno : EIO;
+    return error_;
   }
 
  private:
   std::FILE* out_;
   fmt::memory_buffer buf_;
+  int error_ = 0;
 };
 
 void append_frames(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
@@ -113,7 +121,7 @@ std::optional<DumpWhat> parse_dump_what(std::string_view name) {
   return std::nullopt;
 }
 
-void write_dump(const Snapshot& s, DumpWhat what, std::FILE* out) {
+int write_dump(const Snapshot& s, DumpWhat what, std::FILE* out) {
   LineWriter w(out);
   switch (what) {
     case DumpWhat::Segments: dump_segments(s, w); break;
@@ -133,6 +141,7 @@ void write_dump(const Snapshot& s, DumpWhat what, std::FILE* out) {
       }
       break;
   }
+  return w.finish();
 }
 
 }  // namespace memsnap

@@ -13,6 +13,7 @@ namespace memsnap {
 enum class DumpWhat { Segments, Blocks, Trace, Frames, Settings, Annotations };
 std::optional<DumpWhat> parse_dump_what(std::string_view name);
 
-void write_dump(const Snapshot& snapshot, DumpWhat what, std::FILE* out);
+// Returns 0, or the errno of the first write that failed (the rest is then not written).
+int write_dump(const Snapshot& snapshot, DumpWhat what, std::FILE* out);
 
 }  // namespace memsnap

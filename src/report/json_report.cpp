@@ -1,6 +1,7 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
 
+#include "base/limits.h"
 #include "report/comparison_report.h"
 
 #include <cmath>
@@ -11,6 +12,16 @@ namespace {
 
 nlohmann::ordered_json optional_int(const std::optional<std::int64_t>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+// The first limits::kMaxListedUnknowns names (an ordered object's insertion is linear in its size).
+nlohmann::ordered_json listed_unknowns(const std::map<std::string, std::uint64_t>& counts) {
+  auto obj = nlohmann::ordered_json::object();
+  for (const auto& [k, n] : counts) {
+    if (obj.size() == limits::kMaxListedUnknowns) break;
+    obj[k] = n;
+  }
+  return obj;
 }
 
 nlohmann::ordered_json input_json(const InputInfo& in) {
@@ -179,11 +190,13 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   j["next_steps"] = a.next_steps;
   j["uncertainties"] = a.uncertainties;
   j["invariants"] = {{"ok", a.invariant_violations.empty()}, {"violations", a.invariant_violations}};
-  auto unknown = nlohmann::ordered_json::object();
-  for (const auto& [k, n] : s.unknown_keys) unknown[k] = n;
-  auto unknown_actions = nlohmann::ordered_json::object();
-  for (const auto& [k, n] : s.unknown_actions) unknown_actions[k] = n;
-  j["tolerated"] = {{"unknown_keys", unknown}, {"unknown_actions", unknown_actions}};
+  j["tolerated"] = {{"unknown_keys", listed_unknowns(s.unknown_keys)}, {"unknown_actions", listed_unknowns(s.unknown_actions)}};
+  if (s.unknown_keys.size() > limits::kMaxListedUnknowns) {
+    j["tolerated"]["unknown_keys_not_listed"] = s.unknown_keys.size() - limits::kMaxListedUnknowns;
+  }
+  if (s.unknown_actions.size() > limits::kMaxListedUnknowns) {
+    j["tolerated"]["unknown_actions_not_listed"] = s.unknown_actions.size() - limits::kMaxListedUnknowns;
+  }
   return j;
 }
 

@@ -1,4 +1,5 @@
-// JSON string escaping with UTF-8 validation (invalid sequences become U+FFFD).
+// JSON string escaping with UTF-8 validation, and plain-text UTF-8 repair (invalid sequences
+// become U+FFFD).
 #include "report/json_writer.h"
 
 namespace memsnap {
@@ -24,7 +25,28 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
   return n;
 }
 
+constexpr char kReplacement[] = "\xEF\xBF\xBD";
+
 }  // namespace
+
+std::string valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;
+  if (i == s.size()) return std::string(s);
+  std::string out(s.substr(0, i));
+  while (i < s.size()) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      out.push_back(s[i++]);
+    } else if (const std::size_t n = utf8_sequence(s, i)) {
+      out.append(s.data() + i, n);
+      i += n;
+    } else {
+      out.append(kReplacement, 3);
+      ++i;
+    }
+  }
+  return out;
+}
 
 void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -46,8 +68,7 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
       out.append(s.data() + i, s.data() + i + n);
       i += n;
     } else {
-      const char replacement[] = "\xEF\xBF\xBD";
-      out.append(replacement, replacement + 3);
+      out.append(kReplacement, kReplacement + 3);
       ++i;
     }
   }

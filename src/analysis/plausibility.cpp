@@ -1,0 +1,70 @@
+// Finds sizes, times and per-device sums that no real snapshot holds.
+#include "analysis/plausibility.h"
+
+#include <fmt/format.h>
+#include <map>
+
+namespace memsnap {
+namespace {
+
+// Collects the first example of each kind of implausible value.
+class Findings {
+ public:
+  void note(const std::string& kind, std::string example) {
+    if (seen_.emplace(kind, 0).second) out_.push_back(std::move(example));
+  }
+  std::vector<std::string> take() && { return std::move(out_); }
+
+ private:
+  std::map<std::string, int> seen_;
+  std::vector<std::string> out_;
+};
+
+void check_segments(const Snapshot& s, Findings& f) {
+  std::map<std::int64_t, std::uint64_t> reserved;
+  for (std::size_t i = 0; i < s.segments.size(); ++i) {
+    const Segment& seg = s.segments[i];
+    if (seg.total_size > kMaxPlausibleBytes) {
+      f.note("segment", fmt::format("segment {} (device {}) has total_size {} B, beyond any device (more than 1 PiB)", i,
+                                    seg.device, seg.total_size));
+    }
+    std::uint64_t& sum = reserved[seg.device];
+    if (__builtin_add_overflow(sum, seg.total_size, &sum) || sum > kMaxPlausibleBytes) {
+      f.note("reserved", fmt::format("device {}: its segments add up to more than 1 PiB; the totals are meaningless", seg.device));
+      sum = kMaxPlausibleBytes + 1;
+    }
+  }
+  for (std::size_t i = 0; i < s.blocks.size(); ++i) {
+    if (s.blocks[i].size > kMaxPlausibleBytes || s.blocks[i].requested_size > kMaxPlausibleBytes) {
+      f.note("block", fmt::format("block {} has size {} B (requested {} B), beyond any device (more than 1 PiB)", i,
+                                  s.blocks[i].size, s.blocks[i].requested_size));
+    }
+  }
+}
+
+void check_events(const Snapshot& s, Findings& f) {
+  for (std::size_t d = 0; d < s.device_traces.size(); ++d) {
+    const TraceEvents& events = s.device_traces[d].events;
+    for (std::size_t k = 0; k < events.size(); ++k) {
+      const TraceEvent& e = events[k];
+      if (e.action != Action::Oom && e.size > kMaxPlausibleBytes) {
+        f.note("event size", fmt::format("device {} trace event {} has size {} B, beyond any device (more than 1 PiB); "
+                                         "the timeline and peak are meaningless", d, k, e.size));
+      }
+      if (e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs)) {
+        f.note("event time", fmt::format("device {} trace event {} has time_us {}, not a time since the epoch", d, k, e.time_us));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> implausible_values(const Snapshot& s) {
+  Findings f;
+  check_segments(s, f);
+  check_events(s, f);
+  return std::move(f).take();
+}
+
+}  // namespace memsnap
