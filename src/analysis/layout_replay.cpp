@@ -123,9 +123,13 @@ void sort_by_address(std::vector<std::pair<std::uint64_t, DeviceLayout::Live>>& 
   std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
-// A lifetime as a live block: blocks live at the end are the snapshot's own (their rounded size
-// and stack); blocks freed later occupy their rounded request. False for an allocation the
-// trace leaves open that the final state does not hold (a broken trace).
+}  // namespace
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  return a > kMax - b ? kMax : a + b;
+}
+
 bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime,
                 std::pair<std::uint64_t, DeviceLayout::Live>& out) {
   const Lifetime& l = t.lifetimes[lifetime];
@@ -139,13 +143,6 @@ bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime
   const std::uint64_t addr = l.alloc != kBeforeWindow ? events[l.alloc].addr : events[l.free].addr;
   out = {addr, {l.size, round_request(l.size), allocating_stack(l)}};
   return true;
-}
-
-}  // namespace
-
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  return a > kMax - b ? kMax : a + b;
 }
 
 std::uint64_t DeviceLayout::reserved() const {

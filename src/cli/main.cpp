@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/format_bytes.h"
 #include "cli/cli_output.h"
+#include "cli/query_commands.h"
 #include "model/load.h"
 #include "report/capture.h"
 #include "report/comparison_report.h"
@@ -168,5 +169,7 @@ int run_analyze(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "dump") return run_dump(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "capture") return run_capture(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "at") return memsnap::cli::run_at(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "blocks") return memsnap::cli::run_blocks(argc - 1, argv + 1);
   return run_analyze(argc, argv);
 }
