@@ -12,6 +12,7 @@
 #include "analysis/ranks.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
+#include "cli/budget_options.h"
 #include "cli/cli_output.h"
 #include "cli/query_commands.h"
 #include "model/load.h"
@@ -82,11 +83,14 @@ int run_analyze(int argc, char** argv) {
   app.add_option("--format", format, "text|json|html")->check(CLI::IsMember({"text", "json", "html"}));
   app.add_option("-o,--output", out_path, "write the report to FILE instead of standard output");
   app.add_option("--top", top, "number of top allocation sites to list")->check(CLI::Range(1, 1000));
+  memsnap::cli::BudgetArgs budgets;
+  memsnap::cli::add_budget_options(app, budgets);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (!memsnap::cli::parse_budget_args(budgets)) return kExitUsage;
   if (path.empty()) {
     const std::string text = memsnap::capture_recipe(memsnap::CaptureKind::NoPath);
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -140,18 +144,14 @@ int run_analyze(int argc, char** argv) {
       analysis = memsnap::analyze(loaded, options);
     }
     std::string text;
-    if (format == "json") {
-      auto report = memsnap::json_report(loaded, analysis);
+    nlohmann::ordered_json report;  // for --format json/html and the budgets
+    if (format != "text" || budgets.active()) {
+      report = memsnap::json_report(loaded, analysis);
       if (diff) memsnap::add_diff_json(report, *diff);
       if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = report.dump(2) + "\n";
     }
-    else if (format == "html") {
-      auto report = memsnap::json_report(loaded, analysis);  // with the same optional sections as --format json
-      if (diff) memsnap::add_diff_json(report, *diff);
-      if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
-    }
+    if (format == "json") text = report.dump(2) + "\n";
+    else if (format == "html") text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
     else text = memsnap::text_report(loaded, analysis);
     if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
     if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
@@ -160,7 +160,7 @@ int run_analyze(int argc, char** argv) {
                    out_path.c_str());
       return kExitInput;
     }
-    return 0;
+    return budgets.active() ? memsnap::cli::check_budgets(budgets, report) : 0;
   });
 }
 
