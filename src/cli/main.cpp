@@ -14,6 +14,7 @@
 #include "base/format_bytes.h"
 #include "cli/budget_options.h"
 #include "cli/cli_output.h"
+#include "cli/merge_command.h"
 #include "cli/query_commands.h"
 #include "model/load.h"
 #include "report/capture.h"
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "dump") return run_dump(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "capture") return run_capture(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "at") return memsnap::cli::run_at(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "merge") return memsnap::cli::run_merge(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "blocks") return memsnap::cli::run_blocks(argc - 1, argv + 1);
   return run_analyze(argc, argv);
 }
