@@ -123,9 +123,13 @@ void sort_by_address(std::vector<std::pair<std::uint64_t, DeviceLayout::Live>>& 
   std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
-// A lifetime as a live block: blocks live at the end are the snapshot's own (their rounded size
-// and stack); blocks freed later occupy their rounded request. False for an allocation the
-// trace leaves open that the final state does not hold (a broken trace).
+}  // namespace
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  return a > kMax - b ? kMax : a + b;
+}
+
 bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime,
                 std::pair<std::uint64_t, DeviceLayout::Live>& out) {
   const Lifetime& l = t.lifetimes[lifetime];
@@ -141,13 +145,6 @@ bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime
   return true;
 }
 
-}  // namespace
-
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  return a > kMax - b ? kMax : a + b;
-}
-
 std::uint64_t DeviceLayout::reserved() const {
   std::uint64_t total = 0;
   for (const auto& [start, r] : segments) total = saturating_add(total, r.end - start);
@@ -158,6 +155,14 @@ std::uint64_t DeviceLayout::allocated() const {
   std::uint64_t total = 0;
   for (const auto& [addr, b] : live) total = saturating_add(total, b.requested);
   return total;
+}
+
+DeviceLayout final_device_layout(const Snapshot& s, std::int64_t device) {
+  DeviceLayout out;
+  out.segments = final_ranges(s, device);
+  s.for_each_live_block(device, [&](const Block& b) { out.live.push_back({b.address, {b.requested_size, b.size, b.stack}}); });
+  sort_by_address(out.live);
+  return out;
 }
 
 namespace {

@@ -63,6 +63,15 @@ struct DeviceLayout {
   }
 };
 
+// A lifetime as a live block: blocks live at the end are the snapshot's own (their rounded size
+// and stack); blocks freed later occupy their rounded request. False for an allocation the
+// trace leaves open that the final state does not hold (a broken trace).
+bool live_block(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime,
+                std::pair<std::uint64_t, DeviceLayout::Live>& out);
+
+// The final layout of `device`: its segments and live blocks as the snapshot records them.
+DeviceLayout final_device_layout(const Snapshot& snapshot, std::int64_t device);
+
 // The layouts of the timeline's device just before each kept event index in `indices` (any
 // order; result in the same order). Unknown addresses and overlaps in broken traces are
 // tolerated: nothing here can loop or overflow.

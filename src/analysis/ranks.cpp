@@ -266,7 +266,11 @@ RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, 
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  return compare_ranks(directory, files, std::move(results), errors);
+}
 
+RankReport compare_ranks(const std::string& directory, const std::vector<std::string>& files,
+                         std::vector<std::optional<RankResult>> results, const std::vector<std::string>& errors) {
   RankReport r;
   r.directory = directory;
   std::set<std::int64_t> seen;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,12 @@ std::vector<std::string> rank_files(const std::string& directory);
 
 // Throws InputError when no file of the directory can be analyzed. `threads` 0 = all cores.
 RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, const AnalyzeOptions& options, unsigned threads = 0);
+
+// The comparison of analyzed ranks: `files[i]` names rank i's snapshot (its rank comes from the
+// digits in the name), `results[i]` is its analysis or empty with the reason in `errors[i]`.
+// Throws InputError when no rank was analyzed. Shared by `memsnap DIR` and `memsnap merge`.
+RankReport compare_ranks(const std::string& directory, const std::vector<std::string>& files,
+                         std::vector<std::optional<RankResult>> results, const std::vector<std::string>& errors);
 
 // Puts the comparison into the body's analysis (the rank at `report.body`): headline, patterns
 // across ranks, next steps.

@@ -12,7 +12,10 @@
 #include "analysis/ranks.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
+#include "cli/budget_options.h"
 #include "cli/cli_output.h"
+#include "cli/merge_command.h"
+#include "cli/query_commands.h"
 #include "model/load.h"
 #include "report/capture.h"
 #include "report/comparison_report.h"
@@ -91,11 +94,14 @@ int run_analyze(int argc, char** argv) {
   app.add_option("--format", format, "text|json|html")->check(CLI::IsMember({"text", "json", "html"}));
   app.add_option("-o,--output", out_path, "write the report to FILE instead of standard output");
   app.add_option("--top", top, "number of top allocation sites to list")->check(CLI::Range(1, 1000));
+  memsnap::cli::BudgetArgs budgets;
+  memsnap::cli::add_budget_options(app, budgets);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (!memsnap::cli::parse_budget_args(budgets)) return kExitUsage;
   if (path.empty()) {
     const std::string text = memsnap::capture_recipe(memsnap::CaptureKind::NoPath);
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -153,23 +159,20 @@ int run_analyze(int argc, char** argv) {
       analysis = memsnap::analyze(loaded, options);
     }
     std::string text;
-    if (format == "json") {
-      auto report = memsnap::json_report(loaded, analysis);
+    nlohmann::ordered_json report;  // for --format json/html and the budgets
+    if (format != "text" || budgets.active()) {
+      report = memsnap::json_report(loaded, analysis);
       if (diff) memsnap::add_diff_json(report, *diff);
       if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     }
-    else if (format == "html") {
-      auto report = memsnap::json_report(loaded, analysis);  // with the same optional sections as --format json
-      if (diff) memsnap::add_diff_json(report, *diff);
-      if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-      text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
-    }
+    if (format == "json") text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    else if (format == "html") text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
     else text = memsnap::text_report(loaded, analysis);
     if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
     if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
     if (format == "text") text = memsnap::valid_utf8(text);  // frame names are the snapshot's bytes
-    return write_output(text, out_path) ? 0 : kExitInput;
+    if (!write_output(text, out_path)) return kExitInput;
+    return budgets.active() ? memsnap::cli::check_budgets(budgets, report) : 0;
   });
 }
 
@@ -179,5 +182,8 @@ int main(int argc, char** argv) {
   memsnap::cli::prepare_output_signals();
   if (argc >= 2 && std::string(argv[1]) == "dump") return run_dump(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "capture") return run_capture(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "at") return memsnap::cli::run_at(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "merge") return memsnap::cli::run_merge(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "blocks") return memsnap::cli::run_blocks(argc - 1, argv + 1);
   return run_analyze(argc, argv);
 }

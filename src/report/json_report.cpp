@@ -2,6 +2,7 @@
 #include "report/json_report.h"
 
 #include "base/limits.h"
+#include "analysis/patterns.h"
 #include "report/comparison_report.h"
 
 #include <cmath>
@@ -121,7 +122,39 @@ nlohmann::ordered_json trace_json(const TraceSummary& t) {
   return j;
 }
 
+// The sites after the first `from` as [site, file, line, function, category, bytes, blocks].
+nlohmann::ordered_json compact_sites(const std::vector<Site>& sites, std::size_t from) {
+  auto arr = nlohmann::ordered_json::array();
+  for (std::size_t i = from; i < sites.size(); ++i) {
+    const Site& x = sites[i];
+    arr.push_back({x.site, x.file, x.line, x.function, category_name(x.category), x.bytes, x.blocks});
+  }
+  return arr;
+}
+
+// What `memsnap merge` needs beyond the rest of the report to compare this snapshot with other
+// ranks: the model state, and every site past the listed top ones (live and at the peak).
+nlohmann::ordered_json rank_summary_json(const Snapshot& s, const Analysis& a) {
+  const ModelState m = model_state(s);
+  nlohmann::ordered_json j;
+  j["model_state"] = {{"parameters", m.parameters}, {"gradients", m.gradients}, {"optimizer_state", m.optimizer_state},
+                      {"ddp_buckets", m.ddp_buckets}, {"live", m.live}, {"ddp_frames", m.ddp_frames},
+                      {"sharded_frames", m.sharded_frames}};
+  j["more_sites"] = compact_sites(a.sites, a.options.top);
+  j["more_sites_at_peak"] = compact_sites(a.sites_at_peak, a.options.top);
+  return j;
+}
+
 }  // namespace
+
+void set_findings_json(nlohmann::ordered_json& report, const Analysis& a) {
+  report["headline"] = a.headline;
+  auto patterns = nlohmann::ordered_json::array();
+  for (const auto& p : a.patterns) patterns.push_back(pattern_json(p));
+  report["patterns"] = patterns;
+  report["next_steps"] = a.next_steps;
+  report["uncertainties"] = a.uncertainties;
+}
 
 nlohmann::ordered_json totals_json(const Totals& t) {
   nlohmann::ordered_json j;
@@ -184,11 +217,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
                      {"time_us_at_boundaries", d.time_us}});
   }
   j["steps"] = steps;
-  auto patterns = nlohmann::ordered_json::array();
-  for (const auto& p : a.patterns) patterns.push_back(pattern_json(p));
-  j["patterns"] = patterns;
-  j["next_steps"] = a.next_steps;
-  j["uncertainties"] = a.uncertainties;
+  set_findings_json(j, a);  // the headline keeps its place at the top
   j["invariants"] = {{"ok", a.invariant_violations.empty()}, {"violations", a.invariant_violations}};
   j["tolerated"] = {{"unknown_keys", listed_unknowns(s.unknown_keys)}, {"unknown_actions", listed_unknowns(s.unknown_actions)}};
   if (s.unknown_keys.size() > limits::kMaxListedUnknowns) {
@@ -197,6 +226,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   if (s.unknown_actions.size() > limits::kMaxListedUnknowns) {
     j["tolerated"]["unknown_actions_not_listed"] = s.unknown_actions.size() - limits::kMaxListedUnknowns;
   }
+  j["rank_summary"] = rank_summary_json(s, a);
   return j;
 }
 

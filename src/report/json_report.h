@@ -12,4 +12,7 @@ inline constexpr const char* kReportSchema = "memsnap.report/1";
 nlohmann::ordered_json totals_json(const Totals& t);
 nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis& analysis);
 
+// Rewrites the findings of a report (headline, patterns, next_steps, uncertainties) from `analysis`.
+void set_findings_json(nlohmann::ordered_json& report, const Analysis& analysis);
+
 }  // namespace memsnap
