@@ -60,11 +60,17 @@ std::vector<std::size_t> unique_sorted(std::vector<std::size_t> v) {
   return v;
 }
 
-bool from_annotations(const DeviceTimeline& t, Steps& out) {
+// A mark older than the window's first event (a ring that overflowed, --max-trace-events): the
+// state it names is not in the window, so it is no step boundary.
+bool before_window(const StepMark& m, const TraceEvents& events) {
+  return m.event_index == 0 && !events.empty() && events[0].has_time && m.time_us < events[0].time_us;
+}
+
+bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, Steps& out) {
   // group name -> (START marks, other marks)
   std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> groups;
   for (const StepMark& m : t.steps) {
-    if (annotation_priority(m.name) == 0) continue;
+    if (annotation_priority(m.name) == 0 || before_window(m, events)) continue;
     const std::string key = starts_with(m.name, "ProfilerStep#") ? std::string("ProfilerStep#N") : m.name;
     auto& g = groups[key];
     (m.stage == "START" ? g.first : g.second).push_back(m.event_index);
@@ -411,7 +417,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   out.device = t.device;
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
   const auto& events = s.events_of(t.device);
-  if (!from_annotations(t, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
+  if (!from_annotations(t, events, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
   }
