@@ -17,13 +17,6 @@ namespace patterns_detail {
 
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
-bool path_has(std::string_view file, std::string_view part) {
-  if (file.find(part) != std::string_view::npos) return true;
-  std::string alt(part);
-  std::replace(alt.begin(), alt.end(), '/', '\\');
-  return file.find(alt) != std::string_view::npos;
-}
-
 std::string steps_evidence(const Steps& st, std::size_t devices) {
   return fmt::format("steps from {}{}: {} step boundaries{}", step_source_name(st.source),
                      st.marker.empty() ? "" : " (" + st.marker + ")", st.boundaries.size(),

@@ -40,8 +40,6 @@ constexpr std::uint64_t kMinModelState = 512 * kMiB;
 
 double pct(double part, double whole);
 
-// True when the path contains part, with forward slashes or with backslashes.
-bool path_has(std::string_view file, std::string_view part);
 
 
 // categorize_stack, memoized per stack.

@@ -103,7 +103,6 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
 
 }  // namespace patterns_detail
 
-using patterns_detail::path_has;
 using patterns_detail::pct;
 
 // -------------------------------------------------------------- model state

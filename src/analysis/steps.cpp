@@ -13,13 +13,6 @@ namespace {
 // series stay small on runs with thousands of steps.
 constexpr std::size_t kMaxBoundaries = 256;
 
-bool path_has(std::string_view file, std::string_view part) {
-  if (file.find(part) != std::string_view::npos) return true;
-  std::string alt(part);
-  std::replace(alt.begin(), alt.end(), '/', '\\');
-  return file.find(alt) != std::string_view::npos;
-}
-
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 std::string lower(std::string_view s) {
@@ -344,6 +337,13 @@ void thin(std::vector<std::size_t>& b) {
 }
 
 }  // namespace
+
+bool path_has(std::string_view file, std::string_view part) {
+  if (file.find(part) != std::string_view::npos) return true;
+  if (file.find('\\') == std::string_view::npos) return false;
+  const auto same = [](char a, char b) { return a == b || (a == '\\' && b == '/'); };
+  return std::search(file.begin(), file.end(), part.begin(), part.end(), same) != file.end();
+}
 
 const char* step_source_name(StepSource source) {
   switch (source) {

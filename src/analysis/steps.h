@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct Steps {
 inline constexpr std::size_t kMinBoundaries = 3;
 
 Steps find_steps(const Snapshot& snapshot, const DeviceTimeline& timeline);
+
+// True when the path contains part, with forward slashes or with backslashes (no allocation).
+bool path_has(std::string_view file, std::string_view part);
 
 // True for the optimizer's own allocations: the innermost torch/optim frame is not zero_grad and
 // no module call or backward lies inside it (a closure given to optimizer.step() is not).
