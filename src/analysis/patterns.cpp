@@ -17,17 +17,36 @@ namespace patterns_detail {
 
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
-bool path_has(std::string_view file, std::string_view part) {
-  if (file.find(part) != std::string_view::npos) return true;
-  std::string alt(part);
-  std::replace(alt.begin(), alt.end(), '/', '\\');
-  return file.find(alt) != std::string_view::npos;
-}
-
 std::string steps_evidence(const Steps& st, std::size_t devices) {
   return fmt::format("steps from {}{}: {} step boundaries{}", step_source_name(st.source),
                      st.marker.empty() ? "" : " (" + st.marker + ")", st.boundaries.size(),
                      devices > 1 ? fmt::format(" on device {}", st.device) : "");
+}
+
+void qualify_inferred_steps(const Steps& st, Pattern& p) {
+  if (!st.inferred()) return;
+  if (p.confidence == "high") p.confidence = "medium";
+  p.evidence.push_back("doubt: the steps are only inferred from a repeating allocation pattern (no step annotations or "
+                       "optimizer.step() runs mark them); if they are the layers of one pass, this is not a leak");
+}
+
+std::string too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices) {
+  const std::string where = devices > 1 ? fmt::format(" on device {}", st.device) : "";
+  const std::string more = partial_window ? "; keep more trace events (a larger --max-trace-events, or a larger "
+                                            "_record_memory_history(max_entries=...)) to see more steps"
+                                          : "";
+  if (st.found() && st.boundaries.size() > kMinIntervals) return "";
+  if (st.found() || st.too_few_marks > 0) {
+    const std::size_t complete = st.found() ? st.boundaries.size() - 1 : st.too_few_marks - 1;
+    const StepSource source = st.found() ? st.source : st.too_few_source;
+    return fmt::format("not enough steps to tell{} whether memory leaks: the trace window holds {} complete step(s) (from {}); "
+                       "a leak needs growth over at least {}{}",
+                       where, complete, step_source_name(source), kMinIntervals, more);
+  }
+  if (!partial_window) return "";
+  return fmt::format("not enough steps to tell{} whether memory leaks: no training steps were found in the partial trace window "
+                     "(no step annotations, optimizer.step() runs or repeating allocation pattern){}",
+                     where, more);
 }
 
 }  // namespace patterns_detail
@@ -46,6 +65,7 @@ struct DeviceResult {
   std::optional<OptimizerSpike> spike;
   std::optional<ActivationPressure> activation;
   std::vector<std::int64_t> live;  // live bytes at the step boundaries
+  std::string too_few_steps;       // the uncertainty line when the window holds too few steps
 };
 
 // The step table and what follows from it: growing sites, a retained graph.
@@ -61,7 +81,10 @@ void diagnose_growth(const Snapshot& s, const DeviceTimeline& t, std::size_t dev
   r.growing = growing_sites(table, sites, t.device);
   if (!r.growing.empty()) {
     r.retained = retained_graph(s, r.growing, table, sites, category);
-    if (r.retained) r.retained_pattern.push_back(retained_graph_pattern(*r.retained, r.steps, table.live, devices));
+    if (r.retained) {
+      r.retained_pattern.push_back(retained_graph_pattern(*r.retained, r.steps, table.live, devices));
+      qualify_inferred_steps(r.steps, r.retained_pattern.back());
+    }
   }
 }
 
@@ -89,6 +112,8 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
     DeviceResult& r = results[i];
     r.steps = find_steps(s, t);
     r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}};
+    const bool partial = a.trace.dropped > 0 || t.frees_before_window > 0 || t.live_from_before_window > 0;
+    if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, partial, devices);
   }
   // Two independent halves per device, so even one device keeps two cores busy.
   parallel_for(devices * 2, [&](std::size_t i) {
@@ -99,6 +124,7 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   std::vector<Pattern> leaks, others;
   for (DeviceResult& r : results) {
     d.steps.push_back(std::move(r.summary));
+    if (!r.too_few_steps.empty()) d.uncertainties.push_back(std::move(r.too_few_steps));
     if (!r.growing.empty()) {
       d.growing.insert(d.growing.end(), r.growing.begin(), r.growing.end());
       if (r.retained && !d.retained_graph) {
@@ -106,11 +132,13 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
         d.retained_graph = std::move(r.retained);
       } else if (!r.retained && d.containers.empty()) {
         leaks.push_back(container_pattern(r.growing, r.steps, devices, a.sites));
+        qualify_inferred_steps(r.steps, leaks.back());
         d.containers = r.growing;
       }
     }
     if (r.cycles && !d.cycles) {
       others.push_back(cycles_pattern(*r.cycles, r.steps, devices));
+      qualify_inferred_steps(r.steps, others.back());
       d.cycles = std::move(r.cycles);
     }
     if (r.spike && (!d.optimizer_spike || r.spike->bytes > d.optimizer_spike->bytes)) d.optimizer_spike = std::move(r.spike);
@@ -132,6 +160,7 @@ void add_diagnosis_patterns(const Snapshot& s, Analysis& a) {
   Diagnosis d = diagnose(s, a);
   for (auto& p : d.patterns) a.patterns.push_back(std::move(p));
   a.steps = std::move(d.steps);
+  for (auto& line : d.uncertainties) a.uncertainties.push_back(std::move(line));
 }
 
 }  // namespace memsnap

@@ -5,8 +5,13 @@
 //
 // Rules (thresholds are named constants in patterns_internal.h and documented in docs/report-schema.md):
 // - growth: a site's live block count at step boundaries never falls, rises in >= 75% of at least
-//   3 intervals, by >= 3 blocks in all, and its bytes grow. Growing activation sites (>= 2, and
-//   >= half the growth) are a retained autograd graph; other growing sites are containers.
+//   3 intervals, by >= 3 blocks in all, and its bytes grow; live memory (or the site's share of it)
+//   grows with it, and the blocks gained are still live at the end of the window (gradients the
+//   next backward frees or overwrites are not). Blocks from before the window only ever count as
+//   a constant or a fall. Growing activation sites (>= 2, and >= half the growth) are a retained
+//   autograd graph; other growing sites are containers. Over steps only inferred from a period,
+//   leak-type patterns are at most medium confidence; with fewer than 3 complete steps in the
+//   window there is no leak verdict, only a "not enough steps to tell" uncertainty.
 // - optimizer_state_spike: torch/optim allocations still live, allocated in the first
 //   optimizer.step() run of the window (or before it), >= 10% of live memory (or >= 1 GiB), and
 //   later steps add <= 5% of it; or an OOM inside optimizer.step().
@@ -108,6 +113,7 @@ struct Diagnosis {
   std::optional<ReferenceCycles> cycles;
   std::optional<ModelState> replication;
   std::vector<Pattern> patterns;
+  std::vector<std::string> uncertainties;  // "not enough steps to tell", per device
 };
 
 Diagnosis diagnose(const Snapshot& snapshot, const Analysis& analysis);

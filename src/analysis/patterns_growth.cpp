@@ -55,6 +55,16 @@ std::string accumulator_site(const StepTable& table, const SiteIndex& sites) {
   return best;
 }
 
+// Live memory at the boundaries grows from the first to the last, or the site's share of it does.
+bool grows_with_live_memory(const StepTable& table, const SiteSeries& ss) {
+  const std::size_t nb = table.live.size();
+  const std::int64_t first = table.live.front(), last = table.live[nb - 1];
+  if (last > first) return true;
+  // share_last > share_first, cross-multiplied: bytes_last * live_first > bytes_first * live_last
+  return first > 0 && last > 0 &&
+         static_cast<double>(ss.bytes[nb - 1]) * static_cast<double>(first) > static_cast<double>(ss.bytes[0]) * static_cast<double>(last);
+}
+
 }  // namespace
 
 std::vector<SiteGrowth> growing_sites(const StepTable& table, const SiteIndex& sites, std::int64_t device) {
@@ -72,6 +82,7 @@ std::vector<SiteGrowth> growing_sites(const StepTable& table, const SiteIndex& s
     }
     if (falls || rises < kMinIntervals || rises * 100 < ni * kRisePercent) continue;
     if (ss.blocks[nb - 1] - ss.blocks[0] < kMinGrowthBlocks || ss.bytes[nb - 1] <= ss.bytes[0]) continue;
+    if (!grows_with_live_memory(table, ss) || ss.kept - ss.blocks[0] < kMinGrowthBlocks) continue;
     SiteGrowth g;
     g.device = device;
     g.site = site.site;

@@ -64,8 +64,11 @@ std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, 
   };
   const FreeBursts& bursts = timeline.free_bursts;
   for (std::size_t b = 0, begin = 0; b < bursts.ends.size(); begin = bursts.ends[b++]) {
-    run.assign(bursts.lifetimes.begin() + static_cast<std::ptrdiff_t>(begin),
-               bursts.lifetimes.begin() + static_cast<std::ptrdiff_t>(bursts.ends[b]));
+    // Blocks allocated before a partial window have no step: they never count.
+    run.clear();
+    for (std::size_t i = begin; i < bursts.ends[b]; ++i) {
+      if (lifetimes[bursts.lifetimes[i]].alloc != kBeforeWindow) run.push_back(bursts.lifetimes[i]);
+    }
     close_run();
   }
   if (r.bursts < kMinBursts) return std::nullopt;
@@ -100,7 +103,6 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
 
 }  // namespace patterns_detail
 
-using patterns_detail::path_has;
 using patterns_detail::pct;
 
 // -------------------------------------------------------------- model state

@@ -13,13 +13,6 @@ namespace {
 // series stay small on runs with thousands of steps.
 constexpr std::size_t kMaxBoundaries = 256;
 
-bool path_has(std::string_view file, std::string_view part) {
-  if (file.find(part) != std::string_view::npos) return true;
-  std::string alt(part);
-  std::replace(alt.begin(), alt.end(), '/', '\\');
-  return file.find(alt) != std::string_view::npos;
-}
-
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 std::string lower(std::string_view s) {
@@ -60,11 +53,17 @@ std::vector<std::size_t> unique_sorted(std::vector<std::size_t> v) {
   return v;
 }
 
-bool from_annotations(const DeviceTimeline& t, Steps& out) {
+// A mark older than the window's first event (a ring that overflowed, --max-trace-events): the
+// state it names is not in the window, so it is no step boundary.
+bool before_window(const StepMark& m, const TraceEvents& events) {
+  return m.event_index == 0 && !events.empty() && events[0].has_time && m.time_us < events[0].time_us;
+}
+
+bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, Steps& out) {
   // group name -> (START marks, other marks)
   std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> groups;
   for (const StepMark& m : t.steps) {
-    if (annotation_priority(m.name) == 0) continue;
+    if (annotation_priority(m.name) == 0 || before_window(m, events)) continue;
     const std::string key = starts_with(m.name, "ProfilerStep#") ? std::string("ProfilerStep#N") : m.name;
     auto& g = groups[key];
     (m.stage == "START" ? g.first : g.second).push_back(m.event_index);
@@ -86,6 +85,10 @@ bool from_annotations(const DeviceTimeline& t, Steps& out) {
       out.boundaries = std::move(best);
       return true;
     }
+    if (best.size() > out.too_few_marks) {
+      out.too_few_source = source_of_priority(p);
+      out.too_few_marks = best.size();
+    }
   }
   return false;
 }
@@ -94,7 +97,13 @@ bool from_annotations(const DeviceTimeline& t, Steps& out) {
 bool from_optimizer_allocations(const Snapshot& s, const DeviceTimeline& t, Steps& out) {
   OptimizerStacks is_optimizer(s);
   const std::vector<OptimizerRun> runs = optimizer_runs(t, is_optimizer);
-  if (runs.size() < kMinBoundaries) return false;
+  if (runs.size() < kMinBoundaries) {
+    if (runs.size() > out.too_few_marks) {
+      out.too_few_source = StepSource::OptimizerTrace;
+      out.too_few_marks = runs.size();
+    }
+    return false;
+  }
   out.source = StepSource::OptimizerTrace;
   out.marker = "torch/optim allocations";
   out.boundaries.clear();
@@ -102,74 +111,168 @@ bool from_optimizer_allocations(const Snapshot& s, const DeviceTimeline& t, Step
   return true;
 }
 
-// True when every allocation between two event indices runs inside one module call: a frame
-// common to all their stacks is a forward (or nn.Module call plumbing). When most periods are
-// like that, the repeating unit is a layer of a forward pass, not a training step.
-bool inside_one_module_call(const Snapshot& s, const TraceEvents& events, std::size_t begin, std::size_t end) {
-  std::unordered_map<FrameId, bool> common;  // frame -> still common
-  bool first = true;
-  std::unordered_map<StackId, bool> seen;
-  for (std::size_t k = begin; k < end && k < events.size(); ++k) {
-    const TraceEvent& e = events[k];
-    if (e.action != Action::Alloc || e.stack == kNoStack || !seen.emplace(e.stack, true).second) continue;
-    const FrameId* frames = s.stack_begin(e.stack);
-    const std::size_t n = s.stack_size(e.stack);
-    if (first) {
-      for (std::size_t i = 0; i < n; ++i) common[frames[i]] = true;
-      first = false;
-    } else {
-      std::unordered_map<FrameId, bool> next;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (common.count(frames[i])) next[frames[i]] = true;
-      }
-      common.swap(next);
-    }
-    bool module_call = false;
-    for (const auto& [frame, keep] : common) {
-      const std::string_view name = s.str(s.frames[frame].name);
-      module_call |= name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl";
-    }
-    if (!module_call) return false;
+// What a frame says about the pass it runs in: a module call (forward, nn.Module call plumbing) or
+// the autograd engine (loss.backward() and the engine's own C++ frames).
+enum class PassFrame : std::uint8_t { None, ModuleCall, Backward };
+
+PassFrame pass_frame(std::string_view file, std::string_view name) {
+  if (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl") return PassFrame::ModuleCall;
+  if (starts_with(name, "torch::autograd::Engine::") || starts_with(name, "torch::autograd::python::PythonEngine::")) {
+    return PassFrame::Backward;
   }
-  return !first;
+  if (path_has(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward")) return PassFrame::Backward;
+  if (path_has(file, "torch/_tensor.py") && name == "backward") return PassFrame::Backward;
+  return PassFrame::None;
 }
 
-// The period of the allocation-stack sequence. A stack allocated at regular gaps (80% of its gaps
-// within 10% of the median) votes for that period; the period with the most votes wins if the
-// steps it implies cover most of the window and free memory (loading loops never free).
-bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
-  std::vector<std::size_t> alloc_events;
-  std::unordered_map<StackId, std::vector<std::uint32_t>> positions;
+// A backward node's own frame (torch::autograd::generated::MmBackward0::apply, CppNode<...>::apply).
+bool backward_node_frame(std::string_view name) {
+  return name.find("Backward") != std::string_view::npos && name.find("::apply") != std::string_view::npos;
+}
+
+// Whether the allocations between two step boundaries all run inside one pass: a frame common to
+// all their stacks opens a module call or the backward pass, or every one of them is a backward
+// or an optimizer allocation. A training step holds forward, backward and optimizer work, so
+// none of these is common to all of it; the layers of one pass share them. Memoized per frame
+// and per stack, over flat arrays indexed by id.
+class PassCheck {
+ public:
+  explicit PassCheck(const Snapshot& s)
+      : s_(s), frame_kind_(s.frames.size(), kUnknown), stack_backward_(s.stack_count(), kUnknown), stack_seen_(s.stack_count(), 0),
+        frame_mark_(s.frames.size(), 0), optimizer_(s) {}
+
+  bool inside_one_pass(const TraceEvents& events, std::size_t begin, std::size_t end) {
+    ++interval_;
+    common_.clear();
+    bool first = true, all_backward = true, all_optimizer = true;
+    for (std::size_t k = begin; k < end && k < events.size(); ++k) {
+      const TraceEvent& e = events[k];
+      if (e.action != Action::Alloc || e.stack >= stack_seen_.size() || stack_seen_[e.stack] == interval_) continue;
+      stack_seen_[e.stack] = interval_;
+      all_backward = all_backward && is_backward(e.stack);
+      all_optimizer = all_optimizer && optimizer_(e.stack);
+      keep_common(e.stack, first);
+      first = false;
+      if (common_.empty() && !all_backward && !all_optimizer) return false;
+    }
+    return !first;
+  }
+
+ private:
+  static constexpr std::uint8_t kUnknown = 0xFF;
+
+  PassFrame kind(FrameId f) {
+    if (frame_kind_[f] == kUnknown) {
+      frame_kind_[f] = static_cast<std::uint8_t>(pass_frame(s_.str(s_.frames[f].filename), s_.str(s_.frames[f].name)));
+    }
+    return static_cast<PassFrame>(frame_kind_[f]);
+  }
+
+  bool is_backward(StackId stack) {
+    if (stack_backward_[stack] == kUnknown) {
+      bool backward = false;
+      const FrameId* frames = s_.stack_begin(stack);
+      for (std::size_t i = 0; i < s_.stack_size(stack) && !backward; ++i) {
+        backward = kind(frames[i]) == PassFrame::Backward || backward_node_frame(s_.str(s_.frames[frames[i]].name));
+      }
+      stack_backward_[stack] = backward ? 1 : 0;
+    }
+    return stack_backward_[stack] == 1;
+  }
+
+  // The pass frames common to every stack of the interval so far.
+  void keep_common(StackId stack, bool first) {
+    const FrameId* frames = s_.stack_begin(stack);
+    const std::size_t n = s_.stack_size(stack);
+    if (first) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if (kind(frames[i]) != PassFrame::None && std::find(common_.begin(), common_.end(), frames[i]) == common_.end()) {
+          common_.push_back(frames[i]);
+        }
+      }
+      return;
+    }
+    if (common_.empty()) return;
+    ++mark_;
+    for (std::size_t i = 0; i < n; ++i) frame_mark_[frames[i]] = mark_;
+    common_.erase(std::remove_if(common_.begin(), common_.end(), [&](FrameId f) { return frame_mark_[f] != mark_; }), common_.end());
+  }
+
+  const Snapshot& s_;
+  std::vector<std::uint8_t> frame_kind_;      // by frame id: PassFrame, or kUnknown
+  std::vector<std::uint8_t> stack_backward_;  // by stack id: 0, 1 or kUnknown
+  std::vector<std::uint32_t> stack_seen_;     // by stack id: the last interval that saw it
+  std::vector<std::uint32_t> frame_mark_;     // by frame id: the last stack that holds it
+  std::uint32_t interval_ = 0, mark_ = 0;
+  std::vector<FrameId> common_;
+  OptimizerStacks optimizer_;
+};
+
+// A stack allocated at regular gaps in the window's allocation sequence: its median gap.
+struct PeriodCandidate {
+  std::size_t period;
+  StackId stack;
+  std::uint32_t first;  // position of its first allocation
+};
+
+// The allocation positions of every stack, grouped by stack id in one flat array (a counting sort):
+// positions of stack s are at [offsets[s], offsets[s + 1]).
+struct StackPositions {
+  std::vector<std::uint32_t> alloc_events;  // event index of each allocation, in order
+  std::vector<std::uint32_t> offsets;       // by stack id, stack_count + 1 entries
+  std::vector<std::uint32_t> positions;     // indices into alloc_events
+  std::size_t count(StackId s) const { return offsets[s + 1] - offsets[s]; }
+  const std::uint32_t* begin(StackId s) const { return positions.data() + offsets[s]; }
+};
+
+StackPositions stack_positions(const Snapshot& s, const TraceEvents& events) {
+  StackPositions p;
+  const std::size_t stacks = s.stack_count();
+  p.offsets.assign(stacks + 1, 0);
   for (std::size_t k = 0; k < events.size(); ++k) {
     if (events[k].action != Action::Alloc) continue;
-    positions[events[k].stack].push_back(static_cast<std::uint32_t>(alloc_events.size()));
-    alloc_events.push_back(k);
+    if (events[k].stack < stacks) ++p.offsets[events[k].stack + 1];
+    p.alloc_events.push_back(static_cast<std::uint32_t>(k));
   }
-  const std::size_t n = alloc_events.size();
-  if (n < 9) return false;
-  struct Candidate {
-    std::size_t period;
-    StackId stack;
-    std::uint32_t first;
-  };
-  std::vector<Candidate> candidates;
-  for (const auto& [stack, pos] : positions) {
-    if (pos.size() < kMinBoundaries || pos.size() * 2 > n || stack == kNoStack) continue;
-    std::vector<std::uint32_t> gaps;
-    for (std::size_t i = 1; i < pos.size(); ++i) gaps.push_back(pos[i] - pos[i - 1]);
-    std::vector<std::uint32_t> sorted = gaps;
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  for (std::size_t i = 0; i < stacks; ++i) p.offsets[i + 1] += p.offsets[i];
+  p.positions.resize(p.offsets[stacks]);
+  std::vector<std::uint32_t> fill(p.offsets.begin(), p.offsets.end() - 1);
+  for (std::size_t i = 0; i < p.alloc_events.size(); ++i) {
+    const StackId stack = events[p.alloc_events[i]].stack;
+    if (stack < stacks) p.positions[fill[stack]++] = static_cast<std::uint32_t>(i);
+  }
+  return p;
+}
+
+// Stacks allocated at regular gaps (80% of their gaps within 10% of the median), each with its period.
+std::vector<PeriodCandidate> period_candidates(const StackPositions& p) {
+  std::vector<PeriodCandidate> candidates;
+  const std::size_t n = p.alloc_events.size();
+  std::vector<std::uint32_t> gaps, sorted;
+  for (StackId stack = 0; stack + 1 < p.offsets.size(); ++stack) {
+    const std::size_t count = p.count(stack);
+    if (count < kMinBoundaries || count * 2 > n) continue;
+    const std::uint32_t* pos = p.begin(stack);
+    gaps.clear();
+    for (std::size_t i = 1; i < count; ++i) gaps.push_back(pos[i] - pos[i - 1]);
+    sorted = gaps;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
     const std::size_t median = sorted[sorted.size() / 2];
     if (median < 2) continue;
     const std::size_t tol = std::max<std::size_t>(1, median / 10);
     std::size_t regular = 0;
     for (auto g : gaps) regular += (g + tol >= median && g <= median + tol);
     if (regular * 5 < gaps.size() * 4) continue;
-    candidates.push_back({median, stack, pos.front()});
+    candidates.push_back({median, stack, pos[0]});
   }
-  if (candidates.empty()) return false;
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.period < b.period; });
-  // Group periods within 2% of each other; the largest group wins (ties: the longer period).
+  return candidates;
+}
+
+// The stack that marks the winning period: periods within 2% of each other form a group, the
+// largest group wins (ties: the longer period), and its stack allocated first marks the steps.
+// Null when no period is shared by two stacks (one stack alone is not a step).
+const PeriodCandidate* period_marker(std::vector<PeriodCandidate>& candidates) {
+  std::sort(candidates.begin(), candidates.end(), [](const PeriodCandidate& a, const PeriodCandidate& b) { return a.period < b.period; });
   std::size_t best_begin = 0, best_end = 0;
   for (std::size_t i = 0; i < candidates.size();) {
     std::size_t j = i;
@@ -180,17 +283,31 @@ bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
     }
     i = j;
   }
-  if (best_end - best_begin < 2) return false;  // one stack alone is not a step
-  const Candidate* marker = &candidates[best_begin];
+  if (best_end - best_begin < 2) return nullptr;
+  const PeriodCandidate* marker = &candidates[best_begin];
   for (std::size_t i = best_begin; i < best_end; ++i) {
     if (candidates[i].first < marker->first || (candidates[i].first == marker->first && candidates[i].stack < marker->stack)) {
       marker = &candidates[i];
     }
   }
-  const auto& pos = positions[marker->stack];
-  if (static_cast<std::size_t>(pos.back() - pos.front()) * 10 < n * 6) return false;
+  return marker;
+}
+
+// The period of the allocation-stack sequence: the steps it implies must cover most of the window,
+// free memory (loading loops never free) and not sit inside one pass (the layers of one forward,
+// one backward or one optimizer.step()).
+bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
+  const StackPositions p = stack_positions(s, events);
+  const std::size_t n = p.alloc_events.size();
+  if (n < 9) return false;
+  std::vector<PeriodCandidate> candidates = period_candidates(p);
+  const PeriodCandidate* marker = period_marker(candidates);
+  if (!marker) return false;
+  const std::uint32_t* pos = p.begin(marker->stack);
+  const std::size_t count = p.count(marker->stack);
+  if (static_cast<std::size_t>(pos[count - 1] - pos[0]) * 10 < n * 6) return false;
   std::vector<std::size_t> bounds;
-  for (auto p : pos) bounds.push_back(alloc_events[p]);
+  for (std::size_t i = 0; i < count; ++i) bounds.push_back(p.alloc_events[pos[i]]);
   std::size_t with_frees = 0;
   for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
     for (std::size_t k = bounds[i]; k < bounds[i + 1]; ++k) {
@@ -201,8 +318,9 @@ bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
     }
   }
   if (with_frees * 2 < bounds.size() - 1) return false;
+  PassCheck passes(s);
   std::size_t nested = 0;
-  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) nested += inside_one_module_call(s, events, bounds[i], bounds[i + 1]);
+  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) nested += passes.inside_one_pass(events, bounds[i], bounds[i + 1]);
   if (nested * 2 >= bounds.size() - 1) return false;
   out.source = StepSource::Period;
   const SiteChoice c = choose_site(s, marker->stack);
@@ -219,6 +337,13 @@ void thin(std::vector<std::size_t>& b) {
 }
 
 }  // namespace
+
+bool path_has(std::string_view file, std::string_view part) {
+  if (file.find(part) != std::string_view::npos) return true;
+  if (file.find('\\') == std::string_view::npos) return false;
+  const auto same = [](char a, char b) { return a == b || (a == '\\' && b == '/'); };
+  return std::search(file.begin(), file.end(), part.begin(), part.end(), same) != file.end();
+}
 
 const char* step_source_name(StepSource source) {
   switch (source) {
@@ -292,7 +417,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   out.device = t.device;
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
   const auto& events = s.events_of(t.device);
-  if (!from_annotations(t, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
+  if (!from_annotations(t, events, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
   }
@@ -348,6 +473,7 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     const bool inside = l.alloc != kBeforeWindow && first > 0 && first < nb;
     if (first >= end && !inside) continue;
     const std::size_t k = series(sites.of(l.stack));
+    if (first < nb && l.free == kStillLive) ++table.series[k].kept;
     if (first < end) {
       dbytes[k][first] += static_cast<std::int64_t>(l.size);
       dbytes[k][end] -= static_cast<std::int64_t>(l.size);

@@ -3,8 +3,9 @@
 // Steps come from external_annotations when the run recorded them (ProfilerStep#N,
 // Optimizer.step#..., Optimizer.zero_grad#..., DataLoader iteration, step-like record_function
 // regions), else from the trace itself: recurring runs of torch/optim allocations, or the period
-// of the allocation-stack sequence (not when the repeating unit runs inside one module call: the
-// layers of one forward pass are not steps). A boundary is an event index: the state before that event,
+// of the allocation-stack sequence (not when the repeating unit runs inside one pass: one module
+// call, one autograd backward or one optimizer.step(); the layers of one forward or backward pass
+// are not steps). A boundary is an event index: the state before that event,
 // at the same point of every step, so live memory at boundaries can be compared step to step.
 // Allocation lifetimes come from the timeline (timeline.h).
 #pragma once
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -49,7 +51,13 @@ struct Steps {
   StepSource source = StepSource::None;
   std::string marker;                   // the annotation name, or the site whose allocation starts each step
   std::vector<std::size_t> boundaries;  // event indices, strictly ascending; at least 3 when found
+  // When fewer than kMinBoundaries marks were found: the best source and how many marks it had
+  // (the window holds too few steps to tell growth from a step's own rise and fall).
+  StepSource too_few_source = StepSource::None;
+  std::size_t too_few_marks = 0;
   bool found() const { return boundaries.size() >= 3; }
+  // Only inferred from a repeating allocation pattern, with nothing in the trace naming a step.
+  bool inferred() const { return source == StepSource::Period; }
   // The step an event belongs to: the number of boundaries at or before it.
   std::size_t step_of(std::size_t event_index) const;
 };
@@ -58,6 +66,9 @@ struct Steps {
 inline constexpr std::size_t kMinBoundaries = 3;
 
 Steps find_steps(const Snapshot& snapshot, const DeviceTimeline& timeline);
+
+// True when the path contains part, with forward slashes or with backslashes (no allocation).
+bool path_has(std::string_view file, std::string_view part);
 
 // True for the optimizer's own allocations: the innermost torch/optim frame is not zero_grad and
 // no module call or backward lies inside it (a closure given to optimizer.step() is not).
@@ -89,6 +100,7 @@ struct SiteSeries {
   std::vector<std::int64_t> blocks;
   std::vector<std::uint32_t> allocs;  // allocations per interval (boundary i .. i+1)
   std::int64_t min_block = 0;         // smallest allocation of the site in the window
+  std::int64_t kept = 0;              // blocks live at the last boundary and never freed in the window
 };
 
 struct StepTable {
