@@ -43,8 +43,16 @@ Totals totals_from(const Json& j) {
   t.segments = j.at("segments").get<std::uint64_t>();
   t.blocks = j.at("blocks").get<std::uint64_t>();
   t.largest_inactive_block = j.at("largest_inactive_block").get<std::uint64_t>();
+  t.inactive_in_free_segments = j.value("inactive_in_free_segments", std::uint64_t{0});
+  t.free_segments = j.value("free_segments", std::uint64_t{0});
+  t.largest_fragment = j.value("largest_fragment", std::uint64_t{0});
   t.peak_allocated = optional_int(j.at("peak_allocated"));
   t.peak_reserved = optional_int(j.at("peak_reserved"));
+  const std::string certainty = j.value("peak_certainty", std::string(peak_certainty_name(PeakCertainty::InWindow)));
+  for (PeakCertainty c : {PeakCertainty::InWindow, PeakCertainty::AtWindowStart, PeakCertainty::TooShort}) {
+    if (certainty == peak_certainty_name(c)) t.peak_certainty = c;
+  }
+  t.reserved_peak_at_window_start = j.value("reserved_peak_at_window_start", false);
   return t;
 }
 
