@@ -61,13 +61,7 @@ void add_segment(Totals& t, const Snapshot& snapshot, const Segment& seg) {
   for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < snapshot.blocks.size(); ++i) {
     add_block(own, snapshot.blocks[seg.first_block + i]);
   }
-  t.blocks += own.blocks;
-  t.allocated += own.allocated;
-  t.requested += own.requested;
-  t.pending_free += own.pending_free;
-  t.inactive += own.inactive;
-  t.inactive_blocks += own.inactive_blocks;
-  t.largest_inactive_block = std::max(t.largest_inactive_block, own.largest_inactive_block);
+  accumulate(t, own);
   if (own.inactive_blocks) ++t.segments_with_inactive;
   if (own.inactive_blocks && own.inactive_blocks == own.blocks) {
     t.inactive_in_free_segments += own.inactive;

@@ -17,17 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory for one test, removed with it.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("memsnap_hostile_" + std::to_string(::getpid()) + "_" + name)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using test::TempDir;
 
 std::string example() { return std::string(MEMSNAP_DATA_DIR) + "/example.pickle"; }
 

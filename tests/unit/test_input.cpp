@@ -12,25 +12,8 @@ namespace {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
-std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::vector<std::uint8_t> out(deflateBound(&zs, in.size()) + 32);
-  zs.next_in = const_cast<Bytef*>(in.data());
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = out.data();
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-std::vector<std::uint8_t> zstd(const std::vector<std::uint8_t>& in) {
-  std::vector<std::uint8_t> out(ZSTD_compressBound(in.size()));
-  out.resize(ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3));
-  return out;
-}
+using test::gzip;
+using test::zstd;
 
 constexpr const char* kNeedSnapshot =
     "memsnap needs the snapshot file itself: call torch.cuda.memory._dump_snapshot(\"snap.pickle\") in your run "

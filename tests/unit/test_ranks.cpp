@@ -26,15 +26,7 @@ nlohmann::json group_truth() {
   return nlohmann::json::parse(in);
 }
 
-// A fresh temporary directory, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test::TempDir;
 
 TEST(Ranks, RankFromTheDigitsInTheFileName) {
   EXPECT_EQ(rank_from_name("rank3.pickle"), 3);

@@ -11,9 +11,40 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zlib.h>
+#include <zstd.h>
+
 #include "base/error.h"
 
 namespace memsnap::test {
+
+std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in) {
+  z_stream zs{};
+  deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
+  std::vector<std::uint8_t> out(deflateBound(&zs, in.size()) + 32);
+  zs.next_in = const_cast<Bytef*>(in.data());
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::vector<std::uint8_t> zstd(const std::vector<std::uint8_t>& in) {
+  std::vector<std::uint8_t> out(ZSTD_compressBound(in.size()));
+  out.resize(ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3));
+  return out;
+}
+
+TempDir::TempDir(const std::string& name)
+    : path(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() { std::filesystem::remove_all(path); }
 
 LoadedSnapshot load_bytes(const std::vector<std::uint8_t>& bytes, std::uint64_t max_events) {
   return load_snapshot_bytes(input_from_memory(bytes), "test", {max_events});

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@ struct CliRun {
   std::string err;
 };
 CliRun run_memsnap(const std::string& args, const std::string& cwd = "");
+
+// gzip (level 9) and zstd (level 3) compression of `in`, for inputs the tests compress.
+std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in);
+std::vector<std::uint8_t> zstd(const std::vector<std::uint8_t>& in);
+
+// A fresh temporary directory, removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
 
 // The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
 extern const char* const kSpecVectorHex;
