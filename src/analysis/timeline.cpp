@@ -5,6 +5,7 @@
 #include "base/parallel.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -12,9 +13,16 @@ namespace memsnap {
 namespace {
 
 // Requested bytes of the blocks live at the end (active or pending free) on `device`.
+// total + bytes, held at INT64_MAX instead of overflowing (absurd sizes are flagged by plausibility).
+std::int64_t add_clamped(std::int64_t total, std::uint64_t bytes) {
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  const std::uint64_t t = static_cast<std::uint64_t>(total);
+  return static_cast<std::int64_t>(bytes >= kMax - t ? kMax : t + bytes);
+}
+
 std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
   std::int64_t live = 0;
-  s.for_each_live_block(device, [&](const Block& b) { live += static_cast<std::int64_t>(b.requested_size); });
+  s.for_each_live_block(device, [&](const Block& b) { live = add_clamped(live, b.requested_size); });
   return live;
 }
 
@@ -202,7 +210,7 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     t.end_live = end_live_bytes(s, t.device);
   }
   std::map<std::int64_t, std::int64_t> reserved;  // device -> bytes of its final segments
-  for (const Segment& seg : s.segments) reserved[seg.device] += static_cast<std::int64_t>(seg.total_size);
+  for (const Segment& seg : s.segments) reserved[seg.device] = add_clamped(reserved[seg.device], seg.total_size);
   std::vector<std::int64_t> end_reserved(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) end_reserved[i] = reserved[out[i].device];
   parallel_for(out.size() * 2, [&](std::size_t i) {
