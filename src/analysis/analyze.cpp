@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "analysis/conclude.h"
+#include "analysis/patterns.h"
 #include "analysis/plausibility.h"
 #include "base/format_bytes.h"
 #include "base/phase_timer.h"
@@ -73,7 +75,11 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   a.invariant_violations = check_invariants(s, a.totals, a.sites);
   for (auto& v : implausible_values(s)) a.invariant_violations.push_back(std::move(v));
   PhaseTimer t("findings");
-  derive_findings(loaded, a);
+  a.patterns = allocator_patterns(s, a);
+  a.diagnosis = diagnose(s, a);
+  for (auto& p : a.diagnosis.patterns) a.patterns.push_back(std::move(p));
+  a.diagnosis.patterns.clear();
+  conclude(s, a);
   return a;
 }
 

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "analysis/attribution.h"
+#include "analysis/diagnosis.h"
+#include "analysis/finding.h"
 #include "analysis/fragmentation.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
@@ -21,48 +23,33 @@ struct AnalyzeOptions {
   std::size_t top = 10;
 };
 
-struct Pattern {
-  std::string id;          // contract ids: fragmentation, capacity, pending_frees, ...
-  std::string verdict;     // leak | expected | problem | info
-  std::string confidence;  // high | medium | low
-  std::string summary;
-  std::vector<std::string> evidence;
-  std::vector<std::string> sites;
-  std::vector<std::string> fix;
-};
 
-// The training steps found on one device (analysis/steps.h) and live memory at each boundary.
-struct DeviceSteps {
-  std::int64_t device = 0;
-  StepSource source = StepSource::None;
-  std::string marker;  // the annotation name, or the site whose allocation starts each step
-  std::size_t boundaries = 0;
-  std::vector<std::int64_t> live;     // live requested bytes at each boundary (when found)
-  std::vector<std::int64_t> time_us;  // time at each boundary (0 if unknown)
-};
-
+// Filled by the stages in order: measure (totals .. invariant_violations), diagnose (diagnosis,
+// patterns), conclude (headline, next_steps, uncertainties; the only writer of those, also for a
+// diff and a rank directory: analysis/conclude.h).
 struct Analysis {
   TotalsReport totals;
   TraceSummary trace;
-  std::vector<Site> sites;          // all live sites, largest first
+  std::vector<Site> sites;          // all live sites, largest first; categories settled by conclude
   std::vector<DeviceTimeline> timelines;
   std::vector<Site> sites_at_peak;  // on the device with the highest peak
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
   std::vector<OomAnalysis> ooms;
   std::vector<std::vector<Site>> sites_at_oom;  // parallel to ooms: live sites just before each OOM
-  std::vector<DeviceSteps> steps;
   std::vector<std::string> invariant_violations;
+  Diagnosis diagnosis;              // steps and the measured facts behind each pattern
   std::vector<Pattern> patterns;
   std::string headline;
-  std::vector<std::string> next_steps;
-  std::vector<std::string> uncertainties;
+  std::vector<NextStep> next_steps;
+  std::vector<Sentence> uncertainties;
   AnalyzeOptions options;
 };
 
 Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options = {});
 
-// The findings stage (patterns, headline, next steps, uncertainties) over the measured parts.
-void derive_findings(const LoadedSnapshot& loaded, Analysis& analysis);
+// The patterns of the allocator's state (analysis/allocator_patterns.cpp): fragmentation and
+// capacity at each OOM, cached memory, pending frees, memory outside PyTorch.
+std::vector<Pattern> allocator_patterns(const Snapshot& snapshot, const Analysis& analysis);
 
 }  // namespace memsnap

@@ -173,7 +173,11 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     auto& best = largest[idx];
     if (item.bytes >= best.second) best = {item.stack, item.bytes};
   }
-  for (auto& [idx, best] : largest) sites[idx].example_stack = best.first;
+  // A site's category is its largest allocation's: one stack decides it for every report and the diff.
+  for (auto& [idx, best] : largest) {
+    sites[idx].example_stack = best.first;
+    if (!sites[idx].no_stack) sites[idx].category = cache.category(best.first);
+  }
   for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
   std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;

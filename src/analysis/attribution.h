@@ -55,6 +55,7 @@ class SiteCache {
   std::uint64_t key(StackId stack);
   // describe_site() of `stack`.
   const Site& describe(StackId stack);
+  Category category(StackId stack) const { return categorize_stack(snapshot_, stack); }
 
  private:
   struct Entry {

@@ -141,25 +141,22 @@ void classify(std::vector<DiffSite>& sites, const Analysis& after) {
   for (DiffSite& d : sites) {
     if (!grows(d)) continue;
     for (const Pattern& p : after.patterns) {
-      if ((is_leak_pattern(p.id) || p.id == "optimizer_state_spike") && std::find(p.sites.begin(), p.sites.end(), d.site) != p.sites.end()) {
+      if ((is_leak_pattern(p.id) || p.id == PatternId::OptimizerStateSpike) && std::find(p.sites.begin(), p.sites.end(), d.site) != p.sites.end()) {
         d.pattern = p.id;
         break;
       }
     }
-    if (d.pattern.empty()) {
-      if (d.category == Category::OptimizerState) d.pattern = "optimizer_state_spike";
+    if (!d.pattern) {
+      if (d.category == Category::OptimizerState) d.pattern = PatternId::OptimizerStateSpike;
       else if (d.category == Category::Parameter) continue;
-      else d.pattern = activation >= 2 ? "retained_autograd_graph" : "growing_container";
+      else d.pattern = activation >= 2 ? PatternId::RetainedAutogradGraph : PatternId::GrowingContainer;
     }
-    d.verdict = d.pattern == "optimizer_state_spike" ? "expected" : d.pattern == "retained_autograd_graph" ? "retained" : "leaking";
+    d.verdict = *d.pattern == PatternId::OptimizerStateSpike     ? DiffVerdict::Expected
+                : *d.pattern == PatternId::RetainedAutogradGraph ? DiffVerdict::Retained
+                                                                 : DiffVerdict::Leaking;
   }
 }
 
-std::string steps_phrase(const DiffReport& d) {
-  if (d.steps_between) return fmt::format(" ({} steps apart)", *d.steps_between);
-  if (d.seconds_between && *d.seconds_between > 0) return fmt::format(" ({:.1f} s apart)", *d.seconds_between);
-  return "";
-}
 
 std::string per_step(const DiffReport& d, const DiffSite& s) {
   if (!d.steps_between || *d.steps_between <= 0) return "";
@@ -167,41 +164,39 @@ std::string per_step(const DiffReport& d, const DiffSite& s) {
                      format_bytes(s.delta_bytes / *d.steps_between));
 }
 
-std::string grew_line(const DiffReport& d, const DiffSite& s) {
-  return fmt::format("between the snapshots{} {} ({}, {}) grew from {} blocks, {} to {} blocks, {}{}", steps_phrase(d), s.site,
-                     s.function, category_name(s.category), s.blocks_before, format_bytes(static_cast<std::int64_t>(s.bytes_before)),
-                     s.blocks_after, format_bytes(static_cast<std::int64_t>(s.bytes_after)), per_step(d, s));
+Sentence grew_line(const DiffReport& d, const DiffSite& s) {
+  return sentence("between the snapshots{} {} ({}, {}) grew from {} blocks, {} to {} blocks, {}{}", steps_phrase(d), s.site, s.function,
+                  category_name(s.category), s.blocks_before, Bytes(s.bytes_before), s.blocks_after, Bytes(s.bytes_after), per_step(d, s));
 }
 
 std::vector<Pattern> diff_patterns(const DiffReport& d) {
-  std::map<std::string, Pattern> by_id;
+  std::map<PatternId, Pattern> by_id;
   for (const DiffSite& s : d.sites) {
-    if (s.pattern.empty()) continue;
-    Pattern& p = by_id[s.pattern];
-    if (p.id.empty()) {
-      p.id = s.pattern;
-      p.confidence = "high";
-      if (s.pattern == "growing_container") {
-        p.verdict = "leak";
-        p.summary = fmt::format("Between the snapshots{}, {} ({}) grew by {} blocks ({}) and kept them: a leak, as when tensors are "
-                                "appended to a Python container",
-                                steps_phrase(d), s.site, s.function, signed_count(s.delta_blocks), signed_bytes(s.delta_bytes));
-        p.fix = {fmt::format("at {}: append tensor.detach().cpu() (or .item() for a scalar) instead of the CUDA tensor", s.site),
-                 "or bound the container (collections.deque(maxlen=N)) or clear it every N steps"};
-      } else if (s.pattern == "retained_autograd_graph") {
-        p.verdict = "leak";
-        p.summary = fmt::format("Between the snapshots{}, activation sites such as {} grew in both bytes and blocks: each step's "
-                                "autograd graph is retained",
-                                steps_phrase(d), s.site);
-        p.fix = {"detach before logging or keeping: store loss.detach() or loss.item(), not tensors that carry the graph",
-                 "look for backward(retain_graph=True) and for outputs or losses kept in lists or on self across steps"};
+    if (!s.pattern) continue;
+    auto [slot, fresh] = by_id.try_emplace(*s.pattern);
+    Pattern& p = slot->second;
+    if (fresh) {
+      p.id = *s.pattern;
+      p.confidence = Confidence::High;
+      if (p.id == PatternId::GrowingContainer) {
+        p.verdict = Verdict::Leak;
+        p.summary = sentence("Between the snapshots{}, {} ({}) grew by {} blocks ({}) and kept them: a leak, as when tensors are "
+                             "appended to a Python container",
+                             steps_phrase(d), s.site, s.function, signed_count(s.delta_blocks), Bytes(s.delta_bytes, true));
+        p.fix = {fix(FixId::AppendDetachCpu, s.site), fix(FixId::BoundContainer)};
+      } else if (p.id == PatternId::RetainedAutogradGraph) {
+        p.verdict = Verdict::Leak;
+        p.summary = sentence("Between the snapshots{}, activation sites such as {} grew in both bytes and blocks: each step's "
+                             "autograd graph is retained",
+                             steps_phrase(d), s.site);
+        p.fix = {fix(FixId::DetachNotGraph), fix(FixId::RetainGraphOrKept)};
       } else {
-        p.verdict = "expected";
-        p.confidence = "medium";
-        p.summary = fmt::format("Between the snapshots optimizer state appeared or grew ({} at {}): the first optimizer.step() "
-                                "allocates it; expected retention, not a leak",
-                                signed_bytes(s.delta_bytes), s.site);
-        p.fix = {"nothing to fix: dump the earlier snapshot after the first optimizer.step() so optimizer state is in both"};
+        p.verdict = Verdict::Expected;
+        p.confidence = Confidence::Medium;
+        p.summary = sentence("Between the snapshots optimizer state appeared or grew ({} at {}): the first optimizer.step() "
+                             "allocates it; expected retention, not a leak",
+                             Bytes(s.delta_bytes, true), s.site);
+        p.fix = {fix(FixId::DumpAfterFirstStep)};
       }
     }
     if (p.sites.size() < 6) {
@@ -210,37 +205,19 @@ std::vector<Pattern> diff_patterns(const DiffReport& d) {
     }
   }
   std::vector<Pattern> out;
-  for (const char* id : {"retained_autograd_graph", "growing_container", "optimizer_state_spike"}) {
+  for (PatternId id : {PatternId::RetainedAutogradGraph, PatternId::GrowingContainer, PatternId::OptimizerStateSpike}) {
     if (auto it = by_id.find(id); it != by_id.end()) out.push_back(std::move(it->second));
   }
   return out;
 }
 
-std::string diff_headline(const DiffReport& d) {
-  const std::int64_t live = static_cast<std::int64_t>(d.after.allocated) - static_cast<std::int64_t>(d.before.allocated);
-  const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
-                                         format_bytes(static_cast<std::int64_t>(d.after.allocated)));
-  const DiffSite* top = nullptr;
-  for (const DiffSite& s : d.sites) {
-    if (s.delta_bytes > 0) {
-      top = &s;
-      break;
-    }
-  }
-  if (!top) {
-    return fmt::format("Between the two snapshots{} {}; no allocation site grew, so nothing leaks between them.", steps_phrase(d), change);
-  }
-  std::string tail;
-  if (!top->verdict.empty()) tail = fmt::format(": {} ({})", top->verdict, top->pattern);
-  const bool any_leak = std::any_of(d.sites.begin(), d.sites.end(), [](const DiffSite& s) { return s.verdict == "leaking" || s.verdict == "retained"; });
-  if (!d.warnings.empty()) tail += "; no leak verdict, because the pair may not be from one run: " + d.warnings.front();
-  else if (!any_leak) tail += "; no site grew in both bytes and blocks enough to call it a leak";
-  return fmt::format("Between the two snapshots{} {}; the site that grew most is {} ({}): {} in {} blocks{}.", steps_phrase(d), change,
-                     top->site, top->function.empty() ? "no function" : top->function, signed_bytes(top->delta_bytes),
-                     signed_count(top->delta_blocks), tail);
-}
-
 }  // namespace
+
+std::string steps_phrase(const DiffReport& d) {
+  if (d.steps_between) return fmt::format(" ({} steps apart)", *d.steps_between);
+  if (d.seconds_between && *d.seconds_between > 0) return fmt::format(" ({:.1f} s apart)", *d.seconds_between);
+  return "";
+}
 
 std::vector<DiffSite> diff_sites(const std::vector<Site>& before, const std::vector<Site>& after) {
   std::map<std::string, DiffSite> by_key;
@@ -272,11 +249,11 @@ std::vector<DiffSite> diff_sites(const std::vector<Site>& before, const std::vec
   for (auto& [key, d] : by_key) {
     d.delta_bytes = static_cast<std::int64_t>(d.bytes_after) - static_cast<std::int64_t>(d.bytes_before);
     d.delta_blocks = static_cast<std::int64_t>(d.blocks_after) - static_cast<std::int64_t>(d.blocks_before);
-    if (d.blocks_before == 0 && d.blocks_after > 0) d.status = "new";
-    else if (d.blocks_after == 0 && d.blocks_before > 0) d.status = "removed";
-    else if (d.delta_bytes > 0 || (d.delta_bytes == 0 && d.delta_blocks > 0)) d.status = "grown";
-    else if (d.delta_bytes < 0 || (d.delta_bytes == 0 && d.delta_blocks < 0)) d.status = "shrunk";
-    else d.status = "same";
+    if (d.blocks_before == 0 && d.blocks_after > 0) d.status = DiffStatus::New;
+    else if (d.blocks_after == 0 && d.blocks_before > 0) d.status = DiffStatus::Removed;
+    else if (d.delta_bytes > 0 || (d.delta_bytes == 0 && d.delta_blocks > 0)) d.status = DiffStatus::Grown;
+    else if (d.delta_bytes < 0 || (d.delta_bytes == 0 && d.delta_blocks < 0)) d.status = DiffStatus::Shrunk;
+    else d.status = DiffStatus::Same;
     out.push_back(std::move(d));
   }
   std::sort(out.begin(), out.end(), [](const DiffSite& a, const DiffSite& b) {
@@ -293,14 +270,7 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   d.after_path = after.input.path;
   d.before = ba.totals.overall;
   d.after = aa.totals.overall;
-  // Categories as the diagnosis sees them (a closure run inside optimizer.step() is not state).
-  auto recategorized = [](const Snapshot& s, std::vector<Site> sites) {
-    for (Site& site : sites) {
-      if (!site.no_stack && site.example_stack != kNoStack) site.category = categorize_stack(s, site.example_stack);
-    }
-    return sites;
-  };
-  d.sites = diff_sites(recategorized(before.snapshot, ba.sites), recategorized(after.snapshot, aa.sites));
+  d.sites = diff_sites(ba.sites, aa.sites);  // with the categories both analyses settled
   const auto sb = last_profiler_step(before.snapshot), sa = last_profiler_step(after.snapshot);
   if (sb && sa && *sa > *sb) d.steps_between = *sa - *sb;
   const auto tb = newest_time(before.snapshot), ta = newest_time(after.snapshot);
@@ -309,35 +279,7 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   // Growth between snapshots that may not belong together proves nothing: no verdicts then.
   if (d.warnings.empty()) classify(d.sites, aa);
   d.patterns = diff_patterns(d);
-  d.headline = diff_headline(d);
   return d;
-}
-
-void apply_diff(const DiffReport& d, Analysis& a) {
-  a.headline = d.headline;
-  std::vector<std::string> steps;
-  for (const Pattern& dp : d.patterns) {
-    for (const auto& f : dp.fix) steps.push_back(fmt::format("[{}] {}", dp.id, f));
-    auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == dp.id; });
-    if (it == a.patterns.end()) {
-      a.patterns.insert(a.patterns.begin(), dp);
-      continue;
-    }
-    it->evidence.insert(it->evidence.begin(), dp.evidence.begin(), dp.evidence.end());
-    for (auto s = dp.sites.rbegin(); s != dp.sites.rend(); ++s) {
-      if (std::find(it->sites.begin(), it->sites.end(), *s) == it->sites.end()) it->sites.insert(it->sites.begin(), *s);
-    }
-    if (dp.verdict == "leak") it->confidence = "high";
-  }
-  // The diff's own fixes first, without repeating lines the single-snapshot findings already give.
-  std::vector<std::string> rest;
-  for (auto& s : a.next_steps) {
-    if (std::find(steps.begin(), steps.end(), s) == steps.end()) rest.push_back(std::move(s));
-  }
-  rest.erase(std::remove_if(rest.begin(), rest.end(), [](const std::string& s) { return s.find("--diff") != std::string::npos; }), rest.end());
-  steps.insert(steps.end(), rest.begin(), rest.end());
-  a.next_steps = std::move(steps);
-  for (auto w = d.warnings.rbegin(); w != d.warnings.rend(); ++w) a.uncertainties.insert(a.uncertainties.begin(), "diff: " + *w);
 }
 
 }  // namespace memsnap

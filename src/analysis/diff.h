@@ -16,6 +16,18 @@
 
 namespace memsnap {
 
+enum class DiffStatus { New, Grown, Shrunk, Removed, Same };
+template <>
+struct EnumNames<DiffStatus> {
+  static constexpr std::array<std::string_view, 5> names = {"new", "grown", "shrunk", "removed", "same"};
+};
+enum class DiffVerdict { None, Leaking, Retained, Expected };
+template <>
+struct EnumNames<DiffVerdict> {
+  static constexpr std::array<std::string_view, 4> names = {"", "leaking", "retained", "expected"};
+};
+inline bool is_leak(DiffVerdict v) { return v == DiffVerdict::Leaking || v == DiffVerdict::Retained; }
+
 struct DiffSite {
   std::string site;  // file:line, or "[no stack recorded]"
   std::string file;
@@ -26,9 +38,9 @@ struct DiffSite {
   std::uint64_t bytes_before = 0, bytes_after = 0;
   std::uint64_t blocks_before = 0, blocks_after = 0;
   std::int64_t delta_bytes = 0, delta_blocks = 0;
-  std::string status;   // new | grown | shrunk | removed | same
-  std::string verdict;  // leaking | retained | expected | "" (no claim)
-  std::string pattern;  // the pattern id the growth matches, or ""
+  DiffStatus status = DiffStatus::Same;
+  DiffVerdict verdict = DiffVerdict::None;  // None: no claim
+  std::optional<PatternId> pattern;         // the pattern the growth matches
 };
 
 // Sites of `after` against `before`, sorted by delta_bytes (largest growth first), then
@@ -42,15 +54,13 @@ struct DiffReport {
   std::optional<std::int64_t> steps_between;  // from ProfilerStep#N numbers
   std::optional<double> seconds_between;      // newest trace events
   std::vector<std::string> warnings;          // the pair may not be from one run
-  std::string headline;
   std::vector<Pattern> patterns;              // what the growth matches
 };
 
 DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& before_analysis, const LoadedSnapshot& after,
                           const Analysis& after_analysis);
 
-// Puts the diff's conclusions into the LATER snapshot's analysis: headline, patterns (merged by
-// id), next steps and warnings.
-void apply_diff(const DiffReport& diff, Analysis& after);
+// " (N steps apart)" or " (S s apart)" or "": how far apart the pair is, for sentences.
+std::string steps_phrase(const DiffReport& diff);
 
 }  // namespace memsnap

@@ -17,36 +17,36 @@ namespace patterns_detail {
 
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
-std::string steps_evidence(const Steps& st, std::size_t devices) {
-  return fmt::format("steps from {}{}: {} step boundaries{}", step_source_name(st.source),
+Sentence steps_evidence(const Steps& st, std::size_t devices) {
+  return sentence("steps from {}{}: {} step boundaries{}", std::string(step_source_name(st.source)),
                      st.marker.empty() ? "" : " (" + st.marker + ")", st.boundaries.size(),
                      devices > 1 ? fmt::format(" on device {}", st.device) : "");
 }
 
 void qualify_inferred_steps(const Steps& st, Pattern& p) {
   if (!st.inferred()) return;
-  if (p.confidence == "high") p.confidence = "medium";
-  p.evidence.push_back("doubt: the steps are only inferred from a repeating allocation pattern (no step annotations or "
-                       "optimizer.step() runs mark them); if they are the layers of one pass, this is not a leak");
+  if (p.confidence == Confidence::High) p.confidence = Confidence::Medium;
+  p.evidence.push_back(sentence("doubt: the steps are only inferred from a repeating allocation pattern (no step annotations or "
+                       "optimizer.step() runs mark them); if they are the layers of one pass, this is not a leak"));
 }
 
-std::string too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices) {
+std::optional<Sentence> too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices) {
   const std::string where = devices > 1 ? fmt::format(" on device {}", st.device) : "";
   const std::string more = partial_window ? "; keep more trace events (a larger --max-trace-events, or a larger "
                                             "_record_memory_history(max_entries=...)) to see more steps"
                                           : "";
-  if (st.found() && st.boundaries.size() > kMinIntervals) return "";
+  if (st.found() && st.boundaries.size() > kMinIntervals) return std::nullopt;
   if (st.found() || st.too_few_marks > 0) {
     const std::size_t complete = st.found() ? st.boundaries.size() - 1 : st.too_few_marks - 1;
     const StepSource source = st.found() ? st.source : st.too_few_source;
-    return fmt::format("not enough steps to tell{} whether memory leaks: the trace window holds {} complete step(s) (from {}); "
-                       "a leak needs growth over at least {}{}",
-                       where, complete, step_source_name(source), kMinIntervals, more);
+    return sentence("not enough steps to tell{} whether memory leaks: the trace window holds {} complete step(s) (from {}); "
+                    "a leak needs growth over at least {}{}",
+                    where, complete, std::string(step_source_name(source)), kMinIntervals, more);
   }
-  if (!partial_window) return "";
-  return fmt::format("not enough steps to tell{} whether memory leaks: no training steps were found in the partial trace window "
+  if (!partial_window) return std::nullopt;
+  return sentence("not enough steps to tell{} whether memory leaks: no training steps were found in the partial trace window "
                      "(no step annotations, optimizer.step() runs or repeating allocation pattern){}",
-                     where, more);
+                  where, more);
 }
 
 }  // namespace patterns_detail
@@ -65,7 +65,7 @@ struct DeviceResult {
   std::optional<OptimizerSpike> spike;
   std::optional<ActivationPressure> activation;
   std::vector<std::int64_t> live;  // live bytes at the step boundaries
-  std::string too_few_steps;       // the uncertainty line when the window holds too few steps
+  std::optional<Sentence> too_few_steps;  // the uncertainty when the window holds too few steps
 };
 
 // The step table and what follows from it: growing sites, a retained graph.
@@ -124,7 +124,7 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   std::vector<Pattern> leaks, others;
   for (DeviceResult& r : results) {
     d.steps.push_back(std::move(r.summary));
-    if (!r.too_few_steps.empty()) d.uncertainties.push_back(std::move(r.too_few_steps));
+    if (r.too_few_steps) d.uncertainties.push_back(std::move(*r.too_few_steps));
     if (!r.growing.empty()) {
       d.growing.insert(d.growing.end(), r.growing.begin(), r.growing.end());
       if (r.retained && !d.retained_graph) {
@@ -156,11 +156,5 @@ Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
   return d;
 }
 
-void add_diagnosis_patterns(const Snapshot& s, Analysis& a) {
-  Diagnosis d = diagnose(s, a);
-  for (auto& p : d.patterns) a.patterns.push_back(std::move(p));
-  a.steps = std::move(d.steps);
-  for (auto& line : d.uncertainties) a.uncertainties.push_back(std::move(line));
-}
 
 }  // namespace memsnap

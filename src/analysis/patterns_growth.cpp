@@ -15,10 +15,10 @@ bool icontains(std::string_view s, std::string_view part) {
   return it != s.end();
 }
 
-std::string growth_line(const SiteGrowth& g) {
-  return fmt::format("{} ({}, {}): {} -> {} blocks, {} -> {} at the step boundaries (+{:.3g} block(s), +{} per step)", g.site,
-                     g.function, category_name(g.category), g.blocks_first, g.blocks_last, format_bytes(g.bytes_first), format_bytes(g.bytes_last),
-                     g.blocks_per_step(), format_bytes(g.bytes_per_step()));
+Sentence growth_line(const SiteGrowth& g) {
+  return sentence("{} ({}, {}): {} -> {} blocks, {} -> {} at the step boundaries (+{:.3g} block(s), +{} per step)", g.site,
+                  g.function, category_name(g.category), g.blocks_first, g.blocks_last, Bytes(g.bytes_first), Bytes(g.bytes_last),
+                  g.blocks_per_step(), Bytes(g.bytes_per_step()));
 }
 
 bool has_loss_frame(const Snapshot& s, StackId stack) {
@@ -148,30 +148,30 @@ std::optional<RetainedGraph> retained_graph(const Snapshot& s, const std::vector
 
 Pattern retained_graph_pattern(const RetainedGraph& r, const Steps& st, const std::vector<std::int64_t>& live, std::size_t devices) {
   Pattern p;
-  p.id = "retained_autograd_graph";
-  p.verdict = "leak";
-  p.confidence = r.intervals >= 5 ? "high" : "medium";
+  p.id = PatternId::RetainedAutogradGraph;
+  p.verdict = Verdict::Leak;
+  p.confidence = r.intervals >= 5 ? Confidence::High : Confidence::Medium;
   std::size_t act = 0;
   for (const auto& g : r.sites) act += g.category == Category::Activation;
   const std::string culprit = !r.accumulator_site.empty() ? r.accumulator_site : r.loss_site;
-  p.summary = fmt::format("The autograd graph of every step stays alive: {} activation sites keep their blocks from step to step "
-                          "(+{} per step over {} steps){}",
-                          act, format_bytes(r.bytes_per_step), r.intervals,
+  p.summary = sentence("The autograd graph of every step stays alive: {} activation sites keep their blocks from step to step "
+                       "(+{} per step over {} steps){}",
+                       act, Bytes(r.bytes_per_step), r.intervals,
                           culprit.empty() ? "" : fmt::format(", held through the small per-step tensor at {}", culprit));
   p.evidence.push_back(steps_evidence(st, devices));
   if (live.size() >= 2) {
-    p.evidence.push_back(fmt::format("live memory at the step boundaries grew from {} to {}", format_bytes(live.front()), format_bytes(live.back())));
+    p.evidence.push_back(sentence("live memory at the step boundaries grew from {} to {}", Bytes(live.front()), Bytes(live.back())));
   }
   for (std::size_t i = 0; i < r.sites.size() && i < 6; ++i) p.evidence.push_back(growth_line(r.sites[i]));
   if (!r.loss_site.empty()) {
-    p.evidence.push_back(fmt::format("{} (the loss or output) keeps one set of tensors per step: the graph hangs off it", r.loss_site));
+    p.evidence.push_back(sentence("{} (the loss or output) keeps one set of tensors per step: the graph hangs off it", r.loss_site));
   }
   if (!r.accumulator_site.empty()) {
-    p.evidence.push_back(fmt::format("{} re-allocates a small tensor every step and keeps only the newest: a running total "
-                                     "(`total = total + loss`) that references every earlier step's graph",
+    p.evidence.push_back(sentence("{} re-allocates a small tensor every step and keeps only the newest: a running total "
+                                  "(`total = total + loss`) that references every earlier step's graph",
                                      r.accumulator_site));
   }
-  if (!r.backward_in_window) p.evidence.push_back("no backward pass (gradient allocation) in the trace window");
+  if (!r.backward_in_window) p.evidence.push_back(sentence("no backward pass (gradient allocation) in the trace window"));
   if (!r.accumulator_site.empty()) p.sites.push_back(r.accumulator_site);
   if (!r.loss_site.empty() && r.loss_site != r.accumulator_site) p.sites.push_back(r.loss_site);
   for (const auto& g : r.sites) {
@@ -179,42 +179,41 @@ Pattern retained_graph_pattern(const RetainedGraph& r, const Steps& st, const st
     if (std::find(p.sites.begin(), p.sites.end(), g.site) == p.sites.end()) p.sites.push_back(g.site);
   }
   if (!r.accumulator_site.empty()) {
-    p.fix.push_back(fmt::format("at {}: accumulate loss.item() (or loss.detach()) instead of the tensor, e.g. `total += loss.item()`",
-                                r.accumulator_site));
+    p.fix.push_back(fix(FixId::AccumulateItem, r.accumulator_site));
   }
-  p.fix.push_back(fmt::format("detach before logging or keeping: store loss.detach() or loss.item(){}",
-                              r.loss_site.empty() ? " rather than tensors that carry the graph"
-                                                  : " rather than the tensor computed at " + r.loss_site));
-  p.fix.push_back("look for backward(retain_graph=True) and for outputs or losses kept in lists or on self across steps");
-  if (!r.backward_in_window) {
-    p.fix.push_back("no backward ran in this window: if this is evaluation, run it under torch.no_grad() or torch.inference_mode()");
-  }
+  p.fix.push_back(r.loss_site.empty() ? fix(FixId::DetachKept) : fix(FixId::DetachLossAt, r.loss_site));
+  p.fix.push_back(fix(FixId::RetainGraphOrKept));
+  if (!r.backward_in_window) p.fix.push_back(fix(FixId::NoGradForEval));
+  if (r.bytes_per_step > 0) p.saving_bytes = static_cast<std::uint64_t>(r.bytes_per_step) * r.intervals;
   return p;
 }
 
 Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st, std::size_t devices, const std::vector<Site>& live) {
   const SiteGrowth& g = sites.front();
   Pattern p;
-  p.id = "growing_container";
-  p.verdict = "leak";
-  p.confidence = g.rises == g.intervals && g.intervals >= 5 ? "high" : "medium";
-  p.summary = fmt::format("{} ({}) gains {:.3g} block(s) ({}) every step and never frees them: {} blocks, {} live at the last "
-                          "step boundary, as when tensors are appended to a Python container",
-                          g.site, g.function, g.blocks_per_step(), format_bytes(g.bytes_per_step()), g.blocks_last, format_bytes(g.bytes_last));
+  p.id = PatternId::GrowingContainer;
+  p.verdict = Verdict::Leak;
+  p.confidence = g.rises == g.intervals && g.intervals >= 5 ? Confidence::High : Confidence::Medium;
+  p.summary = sentence("{} ({}) gains {:.3g} block(s) ({}) every step and never frees them: {} blocks, {} live at the last "
+                       "step boundary, as when tensors are appended to a Python container",
+                       g.site, g.function, g.blocks_per_step(), Bytes(g.bytes_per_step()), g.blocks_last, Bytes(g.bytes_last));
   p.evidence.push_back(steps_evidence(st, devices));
   for (std::size_t i = 0; i < sites.size() && i < 5; ++i) {
     p.evidence.push_back(growth_line(sites[i]));
     p.sites.push_back(sites[i].site);
   }
-  p.evidence.push_back(fmt::format("the block count rose in {} of {} steps and never fell", g.rises, g.intervals));
+  p.evidence.push_back(sentence("the block count rose in {} of {} steps and never fell", g.rises, g.intervals));
   for (const Site& site : live) {
     if (site.site == g.site) {
-      p.evidence.push_back(fmt::format("at the end of the snapshot {} holds {} blocks, {} live", g.site, site.blocks, format_bytes(site.bytes)));
+      p.evidence.push_back(sentence("at the end of the snapshot {} holds {} blocks, {} live", g.site, site.blocks, Bytes(site.bytes)));
       break;
     }
   }
-  p.fix.push_back(fmt::format("at {}: append tensor.detach().cpu() (or .item() for a scalar) instead of the CUDA tensor", g.site));
-  p.fix.push_back("or bound the container (collections.deque(maxlen=N)) or clear it every N steps");
+  p.fix.push_back(fix(FixId::AppendDetachCpu, g.site));
+  p.fix.push_back(fix(FixId::BoundContainer));
+  std::int64_t grown = 0;
+  for (const SiteGrowth& site : sites) grown += std::max<std::int64_t>(site.bytes_last - site.bytes_first, 0);
+  if (grown > 0) p.saving_bytes = static_cast<std::uint64_t>(grown);
   return p;
 }
 

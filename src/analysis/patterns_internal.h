@@ -58,13 +58,13 @@ class CategoryMemo {
 };
 
 // The evidence line naming where the steps come from.
-std::string steps_evidence(const Steps& st, std::size_t devices);
+Sentence steps_evidence(const Steps& st, std::size_t devices);
 // A leak-type pattern over steps only inferred from a period: at most medium confidence, and the
 // evidence names the doubt. Nothing changes for steps the trace marks.
 void qualify_inferred_steps(const Steps& st, Pattern& p);
 // The uncertainty line for a device whose window holds fewer than kMinIntervals complete steps
-// ("" when it holds enough, or when nothing in a whole trace marks steps).
-std::string too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices);
+// (none when it holds enough, or when nothing in a whole trace marks steps).
+std::optional<Sentence> too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices);
 
 // Growth: retained_autograd_graph and growing_container (patterns_growth.cpp).
 std::vector<SiteGrowth> growing_sites(const StepTable& table, const SiteIndex& sites, std::int64_t device);

@@ -67,37 +67,36 @@ std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTim
 
 Pattern optimizer_pattern(const OptimizerSpike& o) {
   Pattern p;
-  p.id = "optimizer_state_spike";
-  p.verdict = "expected";
-  p.confidence = o.first_step_in_window || o.oom ? "high" : "medium";
+  p.id = PatternId::OptimizerStateSpike;
+  p.verdict = Verdict::Expected;
+  p.confidence = o.first_step_in_window || o.oom ? Confidence::High : Confidence::Medium;
   const std::string where = o.site.empty() ? "" : " at " + o.site;
   if (o.oom) {
-    p.summary = fmt::format("The OOM happened inside optimizer.step() while it allocated optimizer state ({} live in {} blocks{}): "
-                            "optimizer memory that does not fit is expected retention, not a leak",
-                            format_bytes(o.bytes), o.blocks, where);
+    p.summary = sentence("The OOM happened inside optimizer.step() while it allocated optimizer state ({} live in {} blocks{}): "
+                         "optimizer memory that does not fit is expected retention, not a leak",
+                         Bytes(o.bytes), o.blocks, where);
   } else if (o.first_step_in_window) {
-    p.summary = fmt::format("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) was allocated by the first "
-                            "optimizer.step() and stays flat afterwards: expected retention, not a leak",
-                            format_bytes(o.bytes), o.percent_of_live, o.blocks, where);
+    p.summary = sentence("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) was allocated by the first "
+                         "optimizer.step() and stays flat afterwards: expected retention, not a leak",
+                         Bytes(o.bytes), o.percent_of_live, o.blocks, where);
   } else {
-    p.summary = fmt::format("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) predates the trace window and stays flat "
-                            "over its {} optimizer steps: expected retention, not a leak",
-                            format_bytes(o.bytes), o.percent_of_live, o.blocks, where, o.optimizer_steps);
+    p.summary = sentence("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) predates the trace window and stays flat "
+                         "over its {} optimizer steps: expected retention, not a leak",
+                         Bytes(o.bytes), o.percent_of_live, o.blocks, where, o.optimizer_steps);
   }
   if (o.first_step_in_window) {
-    p.evidence.push_back(fmt::format("the first optimizer.step() in the window allocated {} under torch/optim that stays live; live "
-                                     "memory went from {} to {} across it",
-                                     format_bytes(o.first_step_bytes), format_bytes(o.live_before), format_bytes(o.live_after)));
+    p.evidence.push_back(sentence("the first optimizer.step() in the window allocated {} under torch/optim that stays live; live "
+                                  "memory went from {} to {} across it",
+                                  Bytes(o.first_step_bytes), Bytes(o.live_before), Bytes(o.live_after)));
   }
-  p.evidence.push_back(fmt::format("{} optimizer.step() calls in the window; the later ones added {} of lasting state",
-                                   o.optimizer_steps, format_bytes(o.later_bytes)));
-  p.evidence.push_back(fmt::format("optimizer state live at the end: {} in {} blocks ({:.0f}% of live memory)", format_bytes(o.bytes), o.blocks,
-                                   o.percent_of_live));
-  if (o.oom) p.evidence.push_back("the failed allocation's stack is inside torch/optim (optimizer.step())");
+  p.evidence.push_back(sentence("{} optimizer.step() calls in the window; the later ones added {} of lasting state",
+                                o.optimizer_steps, Bytes(o.later_bytes)));
+  p.evidence.push_back(sentence("optimizer state live at the end: {} in {} blocks ({:.0f}% of live memory)", Bytes(o.bytes), o.blocks,
+                                o.percent_of_live));
+  if (o.oom) p.evidence.push_back(sentence("the failed allocation's stack is inside torch/optim (optimizer.step())"));
   if (!o.site.empty()) p.sites.push_back(o.site);
-  if (!o.oom) p.fix.push_back("nothing to fix: optimizer state lives as long as the optimizer; act only if memory is short");
-  p.fix.push_back("if memory is short: a smaller model or batch, a leaner optimizer (SGD with momentum, Adafactor, 8-bit AdamW), "
-                  "or shard the optimizer state (ZeRO-1 / FSDP / ZeroRedundancyOptimizer); this is not a leak to hunt");
+  if (!o.oom) p.fix.push_back(fix(FixId::OptimizerNothingToFix));
+  p.fix.push_back(fix(FixId::OptimizerIfShort));
   return p;
 }
 
@@ -222,44 +221,38 @@ std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const D
 
 Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom) {
   Pattern p;
-  p.id = "activation_pressure";
-  p.verdict = capacity_oom ? "problem" : "info";
-  p.confidence = a.steps >= 2 ? "high" : "medium";
+  p.id = PatternId::ActivationPressure;
+  p.verdict = capacity_oom ? Verdict::Problem : Verdict::Info;
+  p.confidence = a.steps >= 2 ? Confidence::High : Confidence::Medium;
   const std::string top = a.modules.empty() ? std::string("the largest modules") : a.modules.front().first;
-  p.summary = fmt::format("Forward activations dominate the peak: {} ({:.0f}% of the {} peak) is live at the peak and freed in "
-                          "backward (a sawtooth); checkpointing the modules called at {} trades that memory for recompute",
-                          format_bytes(a.freeable), pct(double(a.freeable), double(a.peak)), format_bytes(a.peak), top);
-  p.evidence.push_back(fmt::format("at the peak (device {}): {} activation tensors, {}, all freed after the backward pass began",
-                                   a.device, a.tensors, format_bytes(a.freeable)));
+  p.summary = sentence("Forward activations dominate the peak: {} ({:.0f}% of the {} peak) is live at the peak and freed in "
+                       "backward (a sawtooth); checkpointing the modules called at {} trades that memory for recompute",
+                       Bytes(a.freeable), pct(double(a.freeable), double(a.peak)), Bytes(a.peak), top);
+  p.evidence.push_back(sentence("at the peak (device {}): {} activation tensors, {}, all freed after the backward pass began",
+                                a.device, a.tensors, Bytes(a.freeable)));
   for (std::size_t i = 0; i < a.modules.size() && i < 4; ++i) {
-    p.evidence.push_back(fmt::format("activations of modules called at {}: {}", a.modules[i].first, format_bytes(a.modules[i].second)));
+    p.evidence.push_back(sentence("activations of modules called at {}: {}", a.modules[i].first, Bytes(a.modules[i].second)));
   }
-  if (a.steps) p.evidence.push_back(fmt::format("{} steps in the window, each rising in forward and falling in backward", a.steps));
+  if (a.steps) p.evidence.push_back(sentence("{} steps in the window, each rising in forward and falling in backward", a.steps));
   if (a.forward_us >= 0) {
-    p.evidence.push_back(fmt::format("the forward pass up to the peak took {:.1f} ms{}", a.forward_us / 1000.0,
-                                     a.step_us > 0 ? fmt::format("; a step takes {:.1f} ms (median)", a.step_us / 1000.0) : ""));
+    p.evidence.push_back(sentence("the forward pass up to the peak took {:.1f} ms{}", a.forward_us / 1000.0,
+                                  a.step_us > 0 ? fmt::format("; a step takes {:.1f} ms (median)", a.step_us / 1000.0) : ""));
   }
   for (std::size_t i = 0; i < a.modules.size() && i < 4; ++i) {
     const std::string& m = a.modules[i].first;
     p.sites.push_back(m.substr(0, m.find(" (")));
   }
-  p.fix.push_back(fmt::format("wrap the modules called at {} in torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False): "
-                              "up to {} of activations need not stay live until backward",
-                              top, format_bytes(a.freeable)));
+  p.fix.push_back(fix(FixId::CheckpointModules, top, Bytes(a.freeable)));
   if (a.forward_us >= 0 && a.step_us > 0) {
-    p.fix.push_back(fmt::format("recompute cost: one extra forward of the checkpointed modules in backward, at most ~{:.1f} ms per "
-                                "step (~{:.0f}% of the {:.1f} ms step)",
-                                a.forward_us / 1000.0, pct(double(a.forward_us), double(a.step_us)), a.step_us / 1000.0));
+    p.fix.push_back(fix(FixId::RecomputeCostOfStep, a.forward_us / 1000.0, pct(double(a.forward_us), double(a.step_us)), a.step_us / 1000.0));
   } else if (a.forward_us >= 0) {
-    p.fix.push_back(fmt::format("recompute cost: one extra forward of the checkpointed modules in backward, at most ~{:.1f} ms per step",
-                                a.forward_us / 1000.0));
+    p.fix.push_back(fix(FixId::RecomputeCostMs, a.forward_us / 1000.0));
   } else {
-    p.fix.push_back("recompute cost: one extra forward of the checkpointed modules in backward (typically +20-35% step time)");
+    p.fix.push_back(fix(FixId::RecomputeCostTypical));
   }
-  if (top.find("/transformers/") != std::string::npos) {
-    p.fix.push_back("for a Hugging Face model, model.gradient_checkpointing_enable() checkpoints each decoder layer");
-  }
-  p.fix.push_back("or a smaller micro-batch with gradient accumulation, or bf16 autocast to halve activation bytes");
+  if (top.find("/transformers/") != std::string::npos) p.fix.push_back(fix(FixId::HfGradientCheckpointing));
+  p.fix.push_back(fix(FixId::SmallerMicroBatch));
+  p.saving_bytes = a.freeable;
   return p;
 }
 

@@ -79,25 +79,23 @@ std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, 
 
 Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices) {
   Pattern p;
-  p.id = "reference_cycles";
-  p.verdict = "problem";
-  p.confidence = r.bursts >= 3 ? "high" : "medium";
-  p.summary = fmt::format("Memory is freed in bursts: {} times, blocks allocated over as many as {} steps were freed together "
-                          "({} blocks, {} in all), as when Python's garbage collector breaks reference cycles",
-                          r.bursts, r.max_steps_spanned, r.blocks, format_bytes(r.bytes));
+  p.id = PatternId::ReferenceCycles;
+  p.verdict = Verdict::Problem;
+  p.confidence = r.bursts >= 3 ? Confidence::High : Confidence::Medium;
+  p.summary = sentence("Memory is freed in bursts: {} times, blocks allocated over as many as {} steps were freed together "
+                       "({} blocks, {} in all), as when Python's garbage collector breaks reference cycles",
+                       r.bursts, r.max_steps_spanned, r.blocks, Bytes(r.bytes));
   p.evidence.push_back(steps_evidence(st, devices));
-  p.evidence.push_back(fmt::format("{} bursts of back-to-back frees, each releasing >= {} blocks allocated in >= {} different steps", r.bursts,
-                                   kBurstMinBlocks, kBurstMinSteps));
+  p.evidence.push_back(sentence("{} bursts of back-to-back frees, each releasing >= {} blocks allocated in >= {} different steps", r.bursts,
+                                kBurstMinBlocks, kBurstMinSteps));
   for (std::size_t i = 0; i < r.sites.size() && i < 4; ++i) {
-    p.evidence.push_back(fmt::format("{} of them were allocated at {}", format_bytes(r.sites[i].second), r.sites[i].first));
+    p.evidence.push_back(sentence("{} of them were allocated at {}", Bytes(r.sites[i].second), r.sites[i].first));
     p.sites.push_back(r.sites[i].first);
   }
-  p.fix.push_back("call `from torch.utils.viz._cycles import warn_tensor_cycles; warn_tensor_cycles()` at start-up: it reports each "
-                  "reference cycle that keeps a CUDA tensor alive");
-  p.fix.push_back(fmt::format("break the cycle that holds the tensors allocated at {} (an object that references itself, a hook or "
-                              "closure capturing self, a kept exception or traceback), or del the reference at the end of the step",
-                              r.sites.empty() ? std::string("the sites above") : r.sites.front().first));
-  p.fix.push_back("as a stopgap, gc.collect() after each step frees them sooner");
+  p.fix.push_back(fix(FixId::WarnTensorCycles));
+  p.fix.push_back(fix(FixId::BreakCycle, r.sites.empty() ? std::string("the sites above") : r.sites.front().first));
+  p.fix.push_back(fix(FixId::GcCollect));
+  p.saving_bytes = r.bytes;
   return p;
 }
 
@@ -155,29 +153,28 @@ ModelState model_state(const Snapshot& s) {
 
 Pattern replicated_gradients_pattern(const ModelState& m, std::size_t ranks, bool oom) {
   Pattern p;
-  p.id = "replicated_gradients";
-  p.verdict = oom ? "problem" : "expected";
-  p.confidence = ranks > 1 ? "high" : "medium";
+  p.id = PatternId::ReplicatedGradients;
+  p.verdict = oom ? Verdict::Problem : Verdict::Expected;
+  p.confidence = ranks > 1 ? Confidence::High : Confidence::Medium;
   const double share = pct(double(m.total()), double(m.live));
   if (ranks > 1) {
-    p.summary = fmt::format("Every one of the {} ranks holds full-size parameters, gradients and optimizer state ({}, {:.0f}% of live "
-                            "memory): DDP replicates them; sharding them is the structural fix",
-                            ranks, format_bytes(m.total()), share);
+    p.summary = sentence("Every one of the {} ranks holds full-size parameters, gradients and optimizer state ({}, {:.0f}% of live "
+                         "memory): DDP replicates them; sharding them is the structural fix",
+                         ranks, Bytes(m.total()), share);
   } else {
-    p.summary = fmt::format("DDP keeps full-size parameters, gradients and optimizer state on every rank: {} ({:.0f}% of live memory) "
-                            "on this one; sharding them is the structural fix",
-                            format_bytes(m.total()), share);
+    p.summary = sentence("DDP keeps full-size parameters, gradients and optimizer state on every rank: {} ({:.0f}% of live memory) "
+                         "on this one; sharding them is the structural fix",
+                         Bytes(m.total()), share);
   }
-  p.evidence.push_back(fmt::format("parameters {}, gradients {}, optimizer state {}, DDP gradient buckets {}", format_bytes(m.parameters),
-                                   format_bytes(m.gradients), format_bytes(m.optimizer_state), format_bytes(m.ddp_buckets)));
-  if (m.ddp_frames) p.evidence.push_back("DDP frames (torch/nn/parallel/distributed.py) in the live stacks; no FSDP or ZeRO frames");
-  if (ranks > 1) p.evidence.push_back(fmt::format("the same sites and sizes on all {} ranks (within 2%)", ranks));
-  p.fix.push_back("shard them with FSDP (torch.distributed.fsdp.fully_shard) or ZeRO (DeepSpeed stage 1-3): each rank then holds about "
-                  "1/N of parameters, gradients and optimizer state");
+  p.evidence.push_back(sentence("parameters {}, gradients {}, optimizer state {}, DDP gradient buckets {}", Bytes(m.parameters),
+                                Bytes(m.gradients), Bytes(m.optimizer_state), Bytes(m.ddp_buckets)));
+  if (m.ddp_frames) p.evidence.push_back(sentence("DDP frames (torch/nn/parallel/distributed.py) in the live stacks; no FSDP or ZeRO frames"));
+  if (ranks > 1) p.evidence.push_back(sentence("the same sites and sizes on all {} ranks (within 2%)", ranks));
+  p.fix.push_back(fix(FixId::ShardReplicated));
   if (ranks > 1 && m.optimizer_state) {
-    p.fix.push_back(fmt::format("ZeRO-1 alone (torch.distributed.optim.ZeroRedundancyOptimizer) saves about {} per rank with {} ranks",
-                                format_bytes(m.optimizer_state * (ranks - 1) / ranks), ranks));
+    p.fix.push_back(fix(FixId::ZeroOneSaving, Bytes(m.optimizer_state * (ranks - 1) / ranks), ranks));
   }
+  if (ranks > 1) p.saving_bytes = m.total() * (ranks - 1) / ranks;
   return p;
 }
 

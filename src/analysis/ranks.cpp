@@ -42,14 +42,6 @@ bool snapshot_extension(const std::string& name) {
   return false;
 }
 
-std::string label(const std::string& metric) { return metric == "peak_allocated" ? "peak" : "live memory"; }
-
-std::string rank_list(const std::vector<std::int64_t>& ranks) {
-  std::string out;
-  for (auto r : ranks) out += fmt::format("{}{}", out.empty() ? "" : ", ", r);
-  return out;
-}
-
 void drop_bulky(Analysis& a) {
   for (DeviceTimeline& t : a.timelines) {
     t.curve = {};
@@ -79,12 +71,12 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
       if (x.metric > other.metric &&
           x.metric - other.metric > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
         outlier[i] = true;
-        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", label(r.metric), format_bytes(x.metric), format_bytes(other.metric), other.rank,
+        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", metric_label(r.metric), format_bytes(x.metric), format_bytes(other.metric), other.rank,
                                 "+", format_bytes(x.metric - other.metric));
       }
     } else if (dev > tol || -dev > tol) {
       outlier[i] = true;
-      reason[i] = fmt::format("{} {} against a median of {} ({}{})", label(r.metric), format_bytes(x.metric), format_bytes(r.median), dev > 0 ? "+" : "-",
+      reason[i] = fmt::format("{} {} against a median of {} ({}{})", metric_label(r.metric), format_bytes(x.metric), format_bytes(r.median), dev > 0 ? "+" : "-",
                               format_bytes(dev > 0 ? dev : -dev));
     }
     if (x.oom_events > 0 && ooms * 2 < n) {
@@ -99,7 +91,7 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
     if (ref == n || std::llabs(r.ranks[i].metric - r.median) < std::llabs(r.ranks[ref].metric - r.median)) ref = i;
   }
   if (ref == n) return out;
-  const bool peak = r.metric == "peak_allocated";
+  const bool peak = r.metric == RankMetric::PeakAllocated;
   for (std::size_t i = 0; i < n; ++i) {
     if (!outlier[i]) continue;
     RankOutlier o;
@@ -123,9 +115,9 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
 }
 
 void merge_patterns(RankReport& r) {
-  std::vector<std::string> order;
-  std::map<std::string, Pattern> first;
-  std::map<std::string, std::vector<std::int64_t>> on;
+  std::vector<PatternId> order;
+  std::map<PatternId, Pattern> first;
+  std::map<PatternId, std::vector<std::int64_t>> on;
   for (const RankResult& x : r.ranks) {
     for (const Pattern& p : x.analysis.patterns) {
       if (!first.count(p.id)) {
@@ -150,7 +142,7 @@ void merge_patterns(RankReport& r) {
   const ModelState& mid = r.ranks[r.ranks.size() / 2].model;
   if (r.ranks.size() >= 2 && !sharded && (ddp || grads) && lo >= kMinModelState && double(hi) <= double(lo) * kSameSize &&
       mid.total() * 2 >= mid.live) {
-    const std::string id = "replicated_gradients";
+    const PatternId id = PatternId::ReplicatedGradients;
     if (!first.count(id)) order.push_back(id);
     first[id] = replicated_gradients_pattern(mid, r.ranks.size(), oom);
     on[id].clear();
@@ -160,9 +152,9 @@ void merge_patterns(RankReport& r) {
     Pattern p = first[id];
     const auto& ranks = on[id];
     p.evidence.insert(p.evidence.begin(), ranks.size() == r.ranks.size()
-                                              ? fmt::format("found on all {} ranks", r.ranks.size())
-                                              : fmt::format("found on rank(s) {} of {}", rank_list(ranks), r.ranks.size()));
-    if (ranks.size() == 1 && ranks.size() < r.ranks.size()) p.summary = fmt::format("rank {}: {}", ranks.front(), p.summary);
+                                              ? sentence("found on all {} ranks", r.ranks.size())
+                                              : sentence("found on rank(s) {} of {}", rank_list(ranks), r.ranks.size()));
+    if (ranks.size() == 1 && ranks.size() < r.ranks.size()) p.summary = sentence("rank {}: {}", ranks.front(), p.summary.text());
     r.patterns.push_back(std::move(p));
   }
   std::stable_sort(r.patterns.begin(), r.patterns.end(), [](const Pattern& a, const Pattern& b) {
@@ -170,31 +162,15 @@ void merge_patterns(RankReport& r) {
   });
 }
 
-std::string headline(const RankReport& r) {
-  const Analysis& body = r.ranks[r.body].analysis;
-  if (r.outliers.empty()) {
-    std::int64_t lo = r.ranks.front().metric, hi = lo;
-    for (const auto& x : r.ranks) {
-      lo = std::min(lo, x.metric);
-      hi = std::max(hi, x.metric);
-    }
-    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), label(r.metric), format_bytes(lo), format_bytes(hi),
-                       r.ranks[r.body].rank, body.headline);
-  }
-  std::vector<std::int64_t> ranks;
-  for (const auto& o : r.outliers) ranks.push_back(o.rank);
-  const RankOutlier& o = r.outliers.front();
-  std::string why;
-  if (!o.sites.empty()) {
-    const DiffSite& s = o.sites.front();
-    why = fmt::format("; {} ({}) explains {}{} of it against rank {}", s.site, s.function, s.delta_bytes > 0 ? "+" : "-",
-                      format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
-  }
-  return fmt::format("Rank{} {} of {} stand{} out: rank {} has {}{}.", ranks.size() > 1 ? "s" : "", rank_list(ranks), r.ranks.size(),
-                     ranks.size() > 1 ? "" : "s", o.rank, o.reason, why);
-}
-
 }  // namespace
+
+std::string metric_label(RankMetric metric) { return metric == RankMetric::PeakAllocated ? "peak" : "live memory"; }
+
+std::string rank_list(const std::vector<std::int64_t>& ranks) {
+  std::string out;
+  for (auto r : ranks) out += fmt::format("{}{}", out.empty() ? "" : ", ", r);
+  return out;
+}
 
 std::int64_t rank_from_name(const std::string& filename) {
   std::string stem = fs::path(filename).filename().string();
@@ -293,7 +269,7 @@ RankReport compare_ranks(const std::string& directory, const std::vector<std::st
   }
   std::sort(r.ranks.begin(), r.ranks.end(), [](const RankResult& a, const RankResult& b) { return a.rank < b.rank; });
   const bool peaks = std::all_of(r.ranks.begin(), r.ranks.end(), [](const RankResult& x) { return x.analysis.totals.overall.peak_allocated.has_value(); });
-  r.metric = peaks ? "peak_allocated" : "allocated";
+  r.metric = peaks ? RankMetric::PeakAllocated : RankMetric::Allocated;
   std::vector<std::int64_t> values;
   for (RankResult& x : r.ranks) {
     const Totals& t = x.analysis.totals.overall;
@@ -307,33 +283,7 @@ RankReport compare_ranks(const std::string& directory, const std::vector<std::st
   }
   r.outliers = find_outliers(r);
   merge_patterns(r);
-  r.headline = headline(r);
   return r;
-}
-
-void apply_ranks(const RankReport& r, Analysis& body) {
-  body.headline = r.headline;
-  body.patterns = r.patterns;
-  std::vector<std::string> steps;
-  for (const RankOutlier& o : r.outliers) {
-    for (const DiffSite& s : o.sites) {
-      steps.push_back(fmt::format("rank {}: look at {} ({}): {}{} and {} blocks against rank {} ({})", o.rank, s.site, s.function,
-                                  s.delta_bytes > 0 ? "+" : "-", format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes),
-                                  fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), o.reference_rank,
-                                  category_name(s.category)));
-    }
-  }
-  for (const Pattern& p : r.patterns) {
-    for (const auto& f : p.fix) {
-      const std::string line = fmt::format("[{}] {}", p.id, f);
-      if (std::find(steps.begin(), steps.end(), line) == steps.end()) steps.push_back(line);
-    }
-  }
-  for (auto& s : body.next_steps) {
-    if (s.rfind("[", 0) != 0 && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(std::move(s));
-  }
-  body.next_steps = std::move(steps);
-  for (const auto& s : r.skipped) body.uncertainties.insert(body.uncertainties.begin(), "skipped " + s);
 }
 
 }  // namespace memsnap

@@ -16,6 +16,12 @@
 
 namespace memsnap {
 
+enum class RankMetric { PeakAllocated, Allocated };
+template <>
+struct EnumNames<RankMetric> {
+  static constexpr std::array<std::string_view, 2> names = {"peak_allocated", "allocated"};
+};
+
 struct RankResult {
   std::int64_t rank = 0;
   std::string path;
@@ -37,13 +43,12 @@ struct RankOutlier {
 struct RankReport {
   std::string directory;
   std::vector<RankResult> ranks;  // by rank
-  std::string metric;             // "peak_allocated" or "allocated"
+  RankMetric metric = RankMetric::Allocated;
   std::int64_t median = 0;
   std::vector<RankOutlier> outliers;
   std::vector<Pattern> patterns;  // found across ranks (each says on which ranks)
   std::vector<std::string> skipped;  // files that could not be analyzed, with the reason
   std::size_t body = 0;           // index of the rank the report body describes (highest metric)
-  std::string headline;
 };
 
 // The rank from the digits in a file name: those after "rank" when present ("rank3_step100.pickle"
@@ -62,8 +67,9 @@ RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, 
 RankReport compare_ranks(const std::string& directory, const std::vector<std::string>& files,
                          std::vector<std::optional<RankResult>> results, const std::vector<std::string>& errors);
 
-// Puts the comparison into the body's analysis (the rank at `report.body`): headline, patterns
-// across ranks, next steps.
-void apply_ranks(const RankReport& report, Analysis& body);
+// "peak" or "live memory", for sentences.
+std::string metric_label(RankMetric metric);
+// "0, 3, 5".
+std::string rank_list(const std::vector<std::int64_t>& ranks);
 
 }  // namespace memsnap

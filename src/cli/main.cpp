@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analysis/analyze.h"
+#include "analysis/conclude.h"
 #include "analysis/diff.h"
 #include "analysis/ranks.h"
 #include "base/error.h"
@@ -136,7 +137,7 @@ int run_analyze(int argc, char** argv) {
       ranks = memsnap::analyze_ranks(path, load, options);
       loaded = memsnap::load_snapshot(ranks->ranks[ranks->body].path, load);
       analysis = memsnap::analyze(loaded, options);
-      memsnap::apply_ranks(*ranks, analysis);
+      memsnap::conclude_ranks(*ranks, analysis);
     } else if (!diff_path.empty()) {
       // PATH (earlier) and LATER load in parallel; the report describes LATER plus the diff.
       auto earlier = std::async(std::launch::async, [&] {
@@ -153,7 +154,7 @@ int run_analyze(int argc, char** argv) {
       }
       const auto before = earlier.get();
       diff = memsnap::diff_snapshots(before.first, before.second, loaded, analysis);
-      memsnap::apply_diff(*diff, analysis);
+      memsnap::conclude_diff(*diff, analysis);
     } else {
       loaded = memsnap::load_snapshot(path, load);
       analysis = memsnap::analyze(loaded, options);

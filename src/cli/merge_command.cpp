@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/conclude.h"
 #include "cli/cli_output.h"
 #include "query/merge.h"
 #include "report/comparison_report.h"
@@ -19,9 +20,15 @@ namespace {
 std::string merged_json(MergedRanks& m, std::size_t top) {
   Analysis body;
   body.headline = m.body.value("headline", "");
-  body.next_steps = m.body.value("next_steps", std::vector<std::string>{});
-  body.uncertainties = m.body.value("uncertainties", std::vector<std::string>{});
-  apply_ranks(m.ranks, body);
+  const auto steps = m.body.value("next_steps", std::vector<std::string>{});
+  const auto kinds = m.body.contains("rank_summary") ? m.body["rank_summary"].value("next_step_kinds", std::vector<std::string>{})
+                                                     : std::vector<std::string>{};
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto kind = i < kinds.size() ? enum_from_name<NextStepKind>(kinds[i]) : std::nullopt;
+    body.next_steps.push_back({kind.value_or(NextStepKind::LookAtSite), {}, {}, verbatim(steps[i])});
+  }
+  for (auto& u : m.body.value("uncertainties", std::vector<std::string>{})) body.uncertainties.push_back(verbatim(std::move(u)));
+  conclude_ranks(m.ranks, body);
   set_findings_json(m.body, body);
   add_ranks_json(m.body, m.ranks, top);
   return m.body.dump(2) + "\n";
@@ -45,7 +52,7 @@ int run_merge(int argc, char** argv) {
   }
   return guarded(paths.size() == 1 ? paths.front() : std::string("merge"), [&] {
     MergedRanks merged = merge_reports(report_files(paths));
-    const std::string text = format == "json" ? merged_json(merged, top) : merged.ranks.headline + "\n" + ranks_text(merged.ranks);
+    const std::string text = format == "json" ? merged_json(merged, top) : ranks_headline(merged.ranks) + "\n" + ranks_text(merged.ranks);
     if (write_output(text, out_path)) return 0;
     std::fprintf(stderr, "memsnap: error: %s: cannot write the output; check the directory exists and is writable\n", out_path.c_str());
     return kExitInput;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "analysis/finding.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
 
@@ -15,9 +16,7 @@ namespace memsnap {
 namespace {
 
 constexpr std::array<std::string_view, 6> kOps = {">=", "<=", "==", "!=", ">", "<"};
-constexpr std::array<std::string_view, 10> kPatternIds = {
-    "fragmentation", "capacity", "pending_frees", "non_pytorch_memory", "growing_container", "retained_autograd_graph",
-    "optimizer_state_spike", "activation_pressure", "reference_cycles", "replicated_gradients"};
+constexpr const auto& kPatternIds = EnumNames<PatternId>::names;
 constexpr std::array<std::string_view, 4> kGrowthMetrics = {"peak_allocated", "peak_reserved", "reserved", "allocated"};
 
 std::string_view trim(std::string_view s) {

@@ -96,10 +96,26 @@ std::vector<Site> sites_from(const Json& top, const Json& more) {
   return out;
 }
 
+// An enum field by its name; a name this memsnap does not know makes the report unusable.
+template <class E>
+E enum_field(const Json& j, const char* key) {
+  const auto name = j.at(key).get<std::string>();
+  if (const auto value = enum_from_name<E>(name)) return *value;
+  throw InputError(fmt::format("the report's {} '{}' is unknown to this memsnap", key, name), "merge reports written by the same memsnap version");
+}
+
+// A pattern read back from a report: its prose stays as written.
 Pattern pattern_from(const Json& j) {
-  return {j.at("id").get<std::string>(), j.at("verdict").get<std::string>(), j.at("confidence").get<std::string>(),
-          j.at("summary").get<std::string>(), j.at("evidence").get<std::vector<std::string>>(),
-          j.at("sites").get<std::vector<std::string>>(), j.at("fix").get<std::vector<std::string>>()};
+  Pattern p;
+  p.id = enum_field<PatternId>(j, "id");
+  p.verdict = enum_field<Verdict>(j, "verdict");
+  p.confidence = enum_field<Confidence>(j, "confidence");
+  p.summary = verbatim(j.at("summary").get<std::string>());
+  for (auto& e : j.at("evidence").get<std::vector<std::string>>()) p.evidence.push_back(verbatim(std::move(e)));
+  p.sites = j.at("sites").get<std::vector<std::string>>();
+  for (auto& f : j.at("fix").get<std::vector<std::string>>()) p.fix.push_back(fix(FixId::FromReport, std::move(f)));
+  if (j.contains("saving_bytes") && !j.at("saving_bytes").is_null()) p.saving_bytes = j.at("saving_bytes").get<std::uint64_t>();
+  return p;
 }
 
 ModelState model_from(const Json& j) {
@@ -184,6 +200,8 @@ MergedRanks merge_reports(const std::vector<std::string>& files) {
       results[i] = rank_from(reports[i], errors[i]);
     } catch (const Json::exception& e) {
       errors[i] = fmt::format("a field of the report is missing or of the wrong type ({})", e.what());
+    } catch (const InputError& e) {
+      errors[i] = e.problem();
     }
     if (results[i]) names[i] = results[i]->path;  // ranks are numbered from the snapshots' names
   }

@@ -63,8 +63,12 @@ nlohmann::ordered_json sites_json(const std::vector<Site>& sites, std::size_t to
 }
 
 nlohmann::ordered_json pattern_json(const Pattern& p) {
-  return {{"id", p.id}, {"verdict", p.verdict}, {"confidence", p.confidence}, {"summary", p.summary},
-          {"evidence", p.evidence}, {"sites", p.sites}, {"fix", p.fix}};
+  auto evidence = nlohmann::ordered_json::array(), fixes = nlohmann::ordered_json::array();
+  for (const Sentence& e : p.evidence) evidence.push_back(e.text());
+  for (const Fix& f : p.fix) fixes.push_back(f.text());
+  return {{"id", name_of(p.id)},     {"verdict", name_of(p.verdict)}, {"confidence", name_of(p.confidence)},
+          {"summary", p.summary.text()}, {"evidence", evidence},        {"sites", p.sites},
+          {"fix", fixes},            {"saving_bytes", p.saving_bytes ? nlohmann::ordered_json(*p.saving_bytes) : nlohmann::ordered_json(nullptr)}};
 }
 
 nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
@@ -122,6 +126,13 @@ nlohmann::ordered_json trace_json(const TraceSummary& t) {
   return j;
 }
 
+// Parallel to next_steps, so that `memsnap merge` tells a pattern's fix from other advice.
+nlohmann::ordered_json next_step_kinds(const Analysis& a) {
+  auto kinds = nlohmann::ordered_json::array();
+  for (const NextStep& n : a.next_steps) kinds.push_back(name_of(n.kind));
+  return kinds;
+}
+
 // The sites after the first `from` as [site, file, line, function, category, bytes, blocks].
 nlohmann::ordered_json compact_sites(const std::vector<Site>& sites, std::size_t from) {
   auto arr = nlohmann::ordered_json::array();
@@ -142,6 +153,7 @@ nlohmann::ordered_json rank_summary_json(const Snapshot& s, const Analysis& a) {
                       {"sharded_frames", m.sharded_frames}};
   j["more_sites"] = compact_sites(a.sites, a.options.top);
   j["more_sites_at_peak"] = compact_sites(a.sites_at_peak, a.options.top);
+  j["next_step_kinds"] = next_step_kinds(a);
   return j;
 }
 
@@ -152,8 +164,12 @@ void set_findings_json(nlohmann::ordered_json& report, const Analysis& a) {
   auto patterns = nlohmann::ordered_json::array();
   for (const auto& p : a.patterns) patterns.push_back(pattern_json(p));
   report["patterns"] = patterns;
-  report["next_steps"] = a.next_steps;
-  report["uncertainties"] = a.uncertainties;
+  auto steps = nlohmann::ordered_json::array(), uncertainties = nlohmann::ordered_json::array();
+  for (const NextStep& n : a.next_steps) steps.push_back(n.text());
+  for (const Sentence& u : a.uncertainties) uncertainties.push_back(u.text());
+  report["next_steps"] = steps;
+  report["uncertainties"] = uncertainties;
+  if (report.contains("rank_summary")) report["rank_summary"]["next_step_kinds"] = next_step_kinds(a);
 }
 
 nlohmann::ordered_json totals_json(const Totals& t) {
@@ -211,7 +227,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
   j["pools"] = pools_json(a.pools);
   auto steps = nlohmann::ordered_json::array();
-  for (const DeviceSteps& d : a.steps) {
+  for (const DeviceSteps& d : a.diagnosis.steps) {
     steps.push_back({{"device", d.device}, {"source", step_source_name(d.source)}, {"marker", d.marker}, {"boundaries", d.boundaries},
                      {"steps", d.boundaries > 0 ? d.boundaries - 1 : 0}, {"live_at_boundaries", d.live},
                      {"time_us_at_boundaries", d.time_us}});
@@ -264,9 +280,9 @@ nlohmann::ordered_json diff_site_json(const DiffSite& s) {
   j["blocks_before"] = s.blocks_before;
   j["blocks_after"] = s.blocks_after;
   j["delta_blocks"] = s.delta_blocks;
-  j["status"] = s.status;
-  j["verdict"] = s.verdict.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.verdict);
-  j["pattern"] = s.pattern.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s.pattern);
+  j["status"] = name_of(s.status);
+  j["verdict"] = s.verdict == DiffVerdict::None ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(name_of(s.verdict));
+  j["pattern"] = s.pattern ? nlohmann::ordered_json(name_of(*s.pattern)) : nlohmann::ordered_json(nullptr);
   return j;
 }
 
@@ -280,7 +296,7 @@ void add_diff_json(nlohmann::ordered_json& report, const DiffReport& d) {
   j["steps_between"] = d.steps_between ? nlohmann::ordered_json(*d.steps_between) : nlohmann::ordered_json(nullptr);
   j["seconds_between"] = d.seconds_between ? nlohmann::ordered_json(std::round(*d.seconds_between * 1000) / 1000)
                                            : nlohmann::ordered_json(nullptr);
-  j["headline"] = d.headline;
+  j["headline"] = report.value("headline", "");  // the report's own: conclude_diff wrote it
   j["warnings"] = d.warnings;
   auto sites = nlohmann::ordered_json::array();
   for (const DiffSite& s : d.sites) sites.push_back(diff_site_json(s));
@@ -301,7 +317,7 @@ void add_ranks_json(nlohmann::ordered_json& report, const RankReport& r, std::si
     e["top_sites"] = sites_json(x.analysis.sites, std::min<std::size_t>(top, 3));
     e["headline"] = x.analysis.headline;
     auto ids = nlohmann::ordered_json::array();
-    for (const Pattern& p : x.analysis.patterns) ids.push_back(p.id);
+    for (const Pattern& p : x.analysis.patterns) ids.push_back(name_of(p.id));
     e["patterns"] = ids;
     e["outlier"] = std::find(outlier_ranks.begin(), outlier_ranks.end(), x.rank) != outlier_ranks.end();
     ranks.push_back(e);
@@ -310,7 +326,7 @@ void add_ranks_json(nlohmann::ordered_json& report, const RankReport& r, std::si
   report["outlier_ranks"] = outlier_ranks;
   nlohmann::ordered_json c;
   c["directory"] = r.directory;
-  c["metric"] = r.metric;
+  c["metric"] = name_of(r.metric);
   c["median"] = r.median;
   c["body_rank"] = r.ranks[r.body].rank;
   auto outliers = nlohmann::ordered_json::array();

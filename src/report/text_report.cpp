@@ -133,7 +133,7 @@ void timeline_section(std::string& out, const Analysis& a) {
       out += fmt::format("    {} {}: {} live\n", m.name, m.stage, format_bytes(m.live_bytes));
     }
   }
-  for (const DeviceSteps& d : a.steps) {
+  for (const DeviceSteps& d : a.diagnosis.steps) {
     if (d.live.empty()) continue;
     std::string live;
     for (std::size_t i = 0; i < d.live.size(); ++i) {
@@ -177,8 +177,9 @@ void diagnosis_section(std::string& out, const Analysis& a) {
     return;
   }
   for (const auto& p : a.patterns) {
-    out += wrap(p.summary, fmt::format("  [{}] {} ({} confidence): ", p.id, p.verdict, p.confidence), "    ");
-    for (const auto& e : p.evidence) out += wrap(e, "    - ", "      ");
+    out += wrap(p.summary.text(), fmt::format("  [{}] {} ({} confidence): ", name_of(p.id), name_of(p.verdict), name_of(p.confidence)),
+                "    ");
+    for (const auto& e : p.evidence) out += wrap(e.text(), "    - ", "      ");
   }
 }
 
@@ -203,10 +204,10 @@ std::string text_report(const LoadedSnapshot& loaded, const Analysis& a) {
   out += "\nDiagnosis\n";
   diagnosis_section(out, a);
   out += "\nNext steps\n";
-  for (const auto& s : a.next_steps) out += wrap(s, "  - ", "    ");
+  for (const auto& s : a.next_steps) out += wrap(s.text(), "  - ", "    ");
   if (!a.uncertainties.empty()) {
     out += "\nWhat this snapshot cannot tell\n";
-    for (const auto& u : a.uncertainties) out += wrap(u, "  - ", "    ");
+    for (const auto& u : a.uncertainties) out += wrap(u.text(), "  - ", "    ");
   }
   return out;
 }
@@ -221,9 +222,9 @@ std::string signed_bytes(std::int64_t v) {
 
 std::string diff_row(const DiffSite& s) {
   std::string row = fmt::format("  {:>11} {:>6} blocks  {:<7} {}", signed_bytes(s.delta_bytes),
-                                fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), s.status,
+                                fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks), name_of(s.status),
                                 s.no_stack ? s.site : s.site + " (" + s.function + ")");
-  if (!s.verdict.empty()) row += fmt::format("  {}: {}", s.verdict, s.pattern);
+  if (s.verdict != DiffVerdict::None) row += fmt::format("  {}: {}", name_of(s.verdict), name_of(*s.pattern));
   return row;
 }
 
@@ -243,7 +244,7 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
   std::size_t shown = 0;
   out += "  Sites by growth in live bytes:\n";
   for (const DiffSite& s : d.sites) {
-    if (s.status == "same" || s.delta_bytes <= 0 || shown == top) continue;
+    if (s.status == DiffStatus::Same || s.delta_bytes <= 0 || shown == top) continue;
     out += diff_row(s) + "\n";
     ++shown;
   }
@@ -261,7 +262,7 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
 std::string ranks_text(const RankReport& r) {
   std::string out = "\nRanks\n";
   out += wrap(fmt::format("{} snapshots in {}; the sections below describe rank {}, the one with the highest {}", r.ranks.size(),
-                          r.directory, r.ranks[r.body].rank, r.metric == "peak_allocated" ? "peak" : "live memory"),
+                          r.directory, r.ranks[r.body].rank, metric_label(r.metric)),
               "  ", "  ");
   out += fmt::format("  {:>4} {:>11} {:>11} {:>11} {:>11} {:>4}  {}\n", "rank", "peak", "reserved", "allocated", "inactive", "OOM",
                      "top site");
@@ -280,7 +281,7 @@ std::string ranks_text(const RankReport& r) {
   }
   if (r.outliers.empty()) {
     out += wrap(fmt::format("No outlier rank: every rank's {} is within 10% (or 64 MiB) of the median {}.",
-                            r.metric == "peak_allocated" ? "peak" : "live memory", format_bytes(r.median)),
+                            metric_label(r.metric), format_bytes(r.median)),
                 "  ", "    ");
   }
   for (const RankOutlier& o : r.outliers) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "analysis/conclude.h"
 #include "analysis/analyze.h"
 #include "analysis/diff.h"
 #include "model/load.h"
@@ -53,46 +54,48 @@ TEST(Diff, GrowingContainerPairNamesTheLeakingSite) {
   EXPECT_EQ(top.function, expect["leaking_function"].get<std::string>());
   EXPECT_EQ(top.delta_blocks, expect["delta_blocks"].get<std::int64_t>());
   EXPECT_EQ(top.delta_bytes, expect["delta_bytes"].get<std::int64_t>());
-  EXPECT_EQ(top.status, expect["status"].get<std::string>());
-  EXPECT_EQ(top.verdict, expect["verdict"].get<std::string>());
-  EXPECT_EQ(top.pattern, expect["pattern"].get<std::string>());
+  EXPECT_EQ(name_of(top.status), expect["status"].get<std::string>());
+  EXPECT_EQ(name_of(top.verdict), expect["verdict"].get<std::string>());
+  ASSERT_TRUE(top.pattern);
+  EXPECT_EQ(name_of(*top.pattern), expect["pattern"].get<std::string>());
   ASSERT_TRUE(d.steps_between);
   EXPECT_EQ(*d.steps_between, expect["steps_between"].get<std::int64_t>());
   EXPECT_EQ(d.warnings.size(), expect["warnings"].get<std::size_t>()) << (d.warnings.empty() ? "" : d.warnings.front());
   // Only the leaking site is called leaking: training itself is steady between the snapshots.
-  for (std::size_t i = 1; i < d.sites.size(); ++i) EXPECT_TRUE(d.sites[i].verdict.empty()) << d.sites[i].site;
+  for (std::size_t i = 1; i < d.sites.size(); ++i) EXPECT_EQ(d.sites[i].verdict, DiffVerdict::None) << d.sites[i].site;
   const auto before = a.analysis.totals.overall.allocated, after = b.analysis.totals.overall.allocated;
   EXPECT_EQ(static_cast<std::int64_t>(after - before), top.delta_bytes);
-  EXPECT_NE(d.headline.find("(10 steps apart)"), std::string::npos) << d.headline;
-  EXPECT_NE(d.headline.find("the site that grew most is " + top.site), std::string::npos) << d.headline;
-  EXPECT_NE(d.headline.find("leaking (growing_container)"), std::string::npos) << d.headline;
+  const std::string headline = diff_headline(d);
+  EXPECT_NE(headline.find("(10 steps apart)"), std::string::npos) << headline;
+  EXPECT_NE(headline.find("the site that grew most is " + top.site), std::string::npos) << headline;
+  EXPECT_NE(headline.find("leaking (growing_container)"), std::string::npos) << headline;
 }
 
-TEST(Diff, ApplyDiffLeadsWithTheDiffsConclusion) {
+TEST(Diff, ConcludeDiffLeadsWithTheDiffsConclusion) {
   const Side a = early();
   Side b = late();
   const DiffReport d = diff_snapshots(a.loaded, a.analysis, b.loaded, b.analysis);
-  apply_diff(d, b.analysis);
-  EXPECT_EQ(b.analysis.headline, d.headline);
+  conclude_diff(d, b.analysis);
+  EXPECT_EQ(b.analysis.headline, diff_headline(d));
   const auto it = std::find_if(b.analysis.patterns.begin(), b.analysis.patterns.end(),
-                               [](const Pattern& p) { return p.id == "growing_container"; });
+                               [](const Pattern& p) { return p.id == PatternId::GrowingContainer; });
   ASSERT_NE(it, b.analysis.patterns.end());
-  EXPECT_EQ(it->confidence, "high");
-  EXPECT_NE(it->evidence.front().find("between the snapshots (10 steps apart)"), std::string::npos) << it->evidence.front();
+  EXPECT_EQ(it->confidence, Confidence::High);
+  EXPECT_NE(it->evidence.front().text().find("between the snapshots (10 steps apart)"), std::string::npos) << it->evidence.front();
   ASSERT_FALSE(b.analysis.next_steps.empty());
-  EXPECT_NE(b.analysis.next_steps.front().find("metrics.py:27"), std::string::npos) << b.analysis.next_steps.front();
-  EXPECT_FALSE(any_contains(b.analysis.next_steps, "--diff")) << "the diff was done";
+  EXPECT_NE(b.analysis.next_steps.front().text().find("metrics.py:27"), std::string::npos) << b.analysis.next_steps.front();
+  EXPECT_FALSE(any_contains(test::texts(b.analysis.next_steps), "--diff")) << "the diff was done";
 }
 
 TEST(Diff, SameSnapshotTwiceShowsNoGrowth) {
   const Side a = early(), b = early();
   const DiffReport d = diff_snapshots(a.loaded, a.analysis, b.loaded, b.analysis);
   for (const auto& s : d.sites) {
-    EXPECT_EQ(s.status, "same") << s.site;
-    EXPECT_TRUE(s.verdict.empty());
+    EXPECT_EQ(s.status, DiffStatus::Same) << s.site;
+    EXPECT_EQ(s.verdict, DiffVerdict::None);
   }
   EXPECT_TRUE(d.warnings.empty());
-  EXPECT_NE(d.headline.find("nothing leaks"), std::string::npos) << d.headline;
+  EXPECT_NE(diff_headline(d).find("nothing leaks"), std::string::npos) << diff_headline(d);
 }
 
 TEST(Diff, SwappedPairWarnsAndShrinks) {
@@ -101,9 +104,9 @@ TEST(Diff, SwappedPairWarnsAndShrinks) {
   EXPECT_TRUE(any_contains(d.warnings, "swapped")) << (d.warnings.empty() ? "" : d.warnings.front());
   const auto it = std::find_if(d.sites.begin(), d.sites.end(), [](const DiffSite& s) { return s.site.find("metrics.py:27") != std::string::npos; });
   ASSERT_NE(it, d.sites.end());
-  EXPECT_EQ(it->status, "shrunk");
+  EXPECT_EQ(it->status, DiffStatus::Shrunk);
   EXPECT_EQ(it->delta_blocks, -10);
-  for (const auto& s : d.sites) EXPECT_NE(s.verdict, "leaking") << s.site;
+  for (const auto& s : d.sites) EXPECT_NE(s.verdict, DiffVerdict::Leaking) << s.site;
 }
 
 TEST(Diff, DifferentDevicesWarn) {
@@ -140,20 +143,20 @@ TEST(Diff, SitesMatchByFileLineAndFunctionNeverAddress) {
   const auto d = diff_sites(before, after);
   ASSERT_EQ(d.size(), 6u);
   EXPECT_EQ(d[0].site, "b.py:9");
-  EXPECT_EQ(d[0].status, "new");
+  EXPECT_EQ(d[0].status, DiffStatus::New);
   EXPECT_EQ(d[1].site, "a.py:1");
-  EXPECT_EQ(d[1].status, "grown");
+  EXPECT_EQ(d[1].status, DiffStatus::Grown);
   EXPECT_EQ(d[1].delta_bytes, 300);
   EXPECT_EQ(d[1].delta_blocks, 3);
   // Same file:line, another function: a different site.
   EXPECT_EQ(d[2].site, "a.py:4");
   EXPECT_EQ(d[2].function, "other");
-  EXPECT_EQ(d[2].status, "new");
-  EXPECT_EQ(d[3].status, "same");
+  EXPECT_EQ(d[2].status, DiffStatus::New);
+  EXPECT_EQ(d[3].status, DiffStatus::Same);
   EXPECT_EQ(d[4].function, "k");
-  EXPECT_EQ(d[4].status, "removed");
+  EXPECT_EQ(d[4].status, DiffStatus::Removed);
   EXPECT_EQ(d[5].site, "a.py:2");
-  EXPECT_EQ(d[5].status, "shrunk");
+  EXPECT_EQ(d[5].status, DiffStatus::Shrunk);
   EXPECT_EQ(d[5].delta_bytes, -300);
 }
 

@@ -27,7 +27,7 @@ void expect_totals(const Totals& t, const nlohmann::json& truth) {
 }
 
 bool has_pattern(const Analysis& a, const std::string& id) {
-  return std::any_of(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == id; });
+  return std::any_of(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return name_of(p.id) == id; });
 }
 
 // The report stage against the generator's truth: top site, OOMs and the patterns it implements.
@@ -73,10 +73,10 @@ void check_report(const LoadedSnapshot& loaded, const nlohmann::json& truth) {
   }
   for (const auto& id : expect.value("patterns_absent", std::vector<std::string>{})) EXPECT_FALSE(has_pattern(a, id)) << id;
   if (truth.at("trace").at("has_history").get<bool>()) {
-    EXPECT_TRUE(a.uncertainties.empty() || a.uncertainties.front().find("no trace history") == std::string::npos);
+    EXPECT_TRUE(a.uncertainties.empty() || a.uncertainties.front().text().find("no trace history") == std::string::npos);
   } else {
     ASSERT_FALSE(a.uncertainties.empty());
-    EXPECT_NE(a.uncertainties.front().find("no trace history"), std::string::npos);
+    EXPECT_NE(a.uncertainties.front().text().find("no trace history"), std::string::npos);
   }
 }
 

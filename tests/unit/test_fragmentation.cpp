@@ -89,7 +89,7 @@ std::vector<std::string> pattern_ids(const Snapshot& s) {
   LoadedSnapshot loaded;
   loaded.snapshot = s;
   std::vector<std::string> ids;
-  for (const Pattern& p : analyze(loaded).patterns) ids.push_back(p.id);
+  for (const Pattern& p : analyze(loaded).patterns) ids.emplace_back(name_of(p.id));
   return ids;
 }
 

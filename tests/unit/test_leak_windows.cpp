@@ -36,14 +36,14 @@ Window window(const std::filesystem::path& path, std::uint64_t cap) {
 std::vector<std::string> leak_patterns(const Analysis& a) {
   std::vector<std::string> out;
   for (const Pattern& p : a.patterns) {
-    if (is_leak_pattern(p.id) || p.id == "reference_cycles") out.push_back(p.id + ": " + p.summary);
+    if (is_leak_pattern(p.id) || p.id == PatternId::ReferenceCycles) out.push_back(std::string(name_of(p.id)) + ": " + p.summary.text());
   }
   return out;
 }
 
 bool says_not_enough_steps(const Analysis& a) {
   return std::any_of(a.uncertainties.begin(), a.uncertainties.end(),
-                     [](const std::string& u) { return u.rfind("not enough steps to tell", 0) == 0; });
+                     [](const Sentence& u) { return u.text().rfind("not enough steps to tell", 0) == 0; });
 }
 
 std::size_t events_in(const Window& w) {
@@ -99,8 +99,8 @@ TEST(LeakWindows, LayersOfOneBackwardAreNotSteps) {
   for (std::uint64_t cap : caps_for(events, 40)) {
     SCOPED_TRACE(cap);
     const Window w = window(fixture("single_step_cpp"), cap);
-    ASSERT_EQ(w.analysis.steps.size(), 1u);
-    EXPECT_EQ(w.analysis.steps[0].source, StepSource::None);
+    ASSERT_EQ(w.analysis.diagnosis.steps.size(), 1u);
+    EXPECT_EQ(w.analysis.diagnosis.steps[0].source, StepSource::None);
   }
 }
 
@@ -123,7 +123,7 @@ TEST(LeakWindows, GrowingContainerNeedsThreeCompleteSteps) {
     const std::size_t steps = annotated_steps(w);
     const Pattern* p = nullptr;
     for (const Pattern& q : w.analysis.patterns) {
-      if (q.id == "growing_container") p = &q;
+      if (q.id == PatternId::GrowingContainer) p = &q;
     }
     if (steps >= 3) {
       ASSERT_NE(p, nullptr) << steps << " complete steps";
@@ -162,10 +162,10 @@ TEST(LeakWindows, RetainedGraphNeedsThreeCompleteSteps) {
     const std::size_t steps = accumulator_allocations(w);
     bool leak = false;
     for (const Pattern& p : w.analysis.patterns) {
-      if (p.id == "retained_autograd_graph") {
+      if (p.id == PatternId::RetainedAutogradGraph) {
         leak = true;
-        EXPECT_EQ(p.confidence, "medium") << "steps inferred from a period are at most medium";
-        EXPECT_NE(std::find_if(p.evidence.begin(), p.evidence.end(), [](const std::string& e) { return e.rfind("doubt:", 0) == 0; }),
+        EXPECT_EQ(p.confidence, Confidence::Medium) << "steps inferred from a period are at most medium";
+        EXPECT_NE(std::find_if(p.evidence.begin(), p.evidence.end(), [](const Sentence& e) { return e.text().rfind("doubt:", 0) == 0; }),
                   p.evidence.end());
       }
     }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "analysis/conclude.h"
 #include "analysis/ranks.h"
 #include "base/error.h"
 #include "test_support.h"
@@ -45,7 +46,7 @@ TEST(Ranks, FourRanksNameTheOutlierAndItsSite) {
   std::vector<std::int64_t> ranks;
   for (const auto& x : r.ranks) ranks.push_back(x.rank);
   EXPECT_EQ(ranks, expect["ranks"].get<std::vector<std::int64_t>>());
-  EXPECT_EQ(r.metric, "peak_allocated");
+  EXPECT_EQ(r.metric, RankMetric::PeakAllocated);
   EXPECT_TRUE(r.skipped.empty());
   ASSERT_EQ(r.outliers.size(), 1u);
   const RankOutlier& o = r.outliers.front();
@@ -57,14 +58,14 @@ TEST(Ranks, FourRanksNameTheOutlierAndItsSite) {
   EXPECT_EQ(o.sites.front().delta_blocks, expect["explaining_blocks"].get<std::int64_t>());
   EXPECT_EQ(o.value - r.ranks[static_cast<std::size_t>(o.reference_rank)].metric, expect["explaining_bytes"].get<std::int64_t>());
   EXPECT_EQ(r.ranks[r.body].rank, 3);
-  EXPECT_EQ(r.headline.rfind("Rank 3 of 4 stands out", 0), 0u) << r.headline;
+  EXPECT_EQ(ranks_headline(r).rfind("Rank 3 of 4 stands out", 0), 0u) << ranks_headline(r);
   // Patterns across ranks: DDP replication on every rank, no leak anywhere.
-  const auto it = std::find_if(r.patterns.begin(), r.patterns.end(), [](const Pattern& p) { return p.id == "replicated_gradients"; });
+  const auto it = std::find_if(r.patterns.begin(), r.patterns.end(), [](const Pattern& p) { return p.id == PatternId::ReplicatedGradients; });
   ASSERT_NE(it, r.patterns.end());
-  EXPECT_EQ(it->confidence, "high");
-  EXPECT_EQ(it->evidence.front(), "found on all 4 ranks");
+  EXPECT_EQ(it->confidence, Confidence::High);
+  EXPECT_EQ(it->evidence.front().text(), "found on all 4 ranks");
   for (const auto& id : expect["patterns_absent"]) {
-    for (const auto& p : r.patterns) EXPECT_NE(p.id, id.get<std::string>());
+    for (const auto& p : r.patterns) EXPECT_NE(name_of(p.id), id.get<std::string>());
   }
   // Per-rank totals match the generator's truth of each file.
   for (const auto& x : r.ranks) {
@@ -88,7 +89,7 @@ TEST(Ranks, ParallelLoadingMatchesSerial) {
     EXPECT_EQ(serial.ranks[i].metric, parallel.ranks[i].metric);
     EXPECT_EQ(serial.ranks[i].analysis.headline, parallel.ranks[i].analysis.headline);
   }
-  EXPECT_EQ(serial.headline, parallel.headline);
+  EXPECT_EQ(ranks_headline(serial), ranks_headline(parallel));
 }
 
 TEST(Ranks, BalancedRanksHaveNoOutlier) {
@@ -97,7 +98,7 @@ TEST(Ranks, BalancedRanksHaveNoOutlier) {
   const RankReport rep = analyze_ranks(dir.path.string(), {}, {});
   ASSERT_EQ(rep.ranks.size(), 3u);
   EXPECT_TRUE(rep.outliers.empty());
-  EXPECT_EQ(rep.headline.rfind("The 3 ranks are balanced", 0), 0u) << rep.headline;
+  EXPECT_EQ(ranks_headline(rep).rfind("The 3 ranks are balanced", 0), 0u) << ranks_headline(rep);
 }
 
 TEST(Ranks, FilesThatAreNotSnapshotsAreSkipped) {

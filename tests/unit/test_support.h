@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "analysis/finding.h"
 #include "model/load.h"
 
 namespace memsnap::test {
@@ -42,4 +44,23 @@ struct TempDir {
 // The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
 extern const char* const kSpecVectorHex;
 
+// The prose of typed conclusions, for assertions on their wording.
+template <class T>
+std::vector<std::string> texts(const std::vector<T>& items) {
+  std::vector<std::string> out;
+  for (const auto& x : items) out.push_back(x.text());
+  return out;
+}
+
 }  // namespace memsnap::test
+
+namespace memsnap {
+// gtest prints typed conclusions by their names and prose.
+template <class E>
+  requires requires { EnumNames<E>::names; }
+std::ostream& operator<<(std::ostream& os, E value) {
+  return os << name_of(value);
+}
+inline std::ostream& operator<<(std::ostream& os, const Sentence& s) { return os << s.text(); }
+inline std::ostream& operator<<(std::ostream& os, const NextStep& s) { return os << s.text(); }
+}  // namespace memsnap

@@ -1,0 +1,270 @@
+// The conclude stage (conclude.h): headline, next steps, uncertainties and final site categories
+// for one snapshot, a diff and a rank directory, from the typed findings.
+#include "analysis/conclude.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+const Pattern* find_pattern(const std::vector<Pattern>& patterns, PatternId id) {
+  for (const auto& p : patterns) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+// A site the growing_container pattern names holds a user container's tensors.
+void settle_categories(Analysis& a) {
+  for (const Pattern& p : a.patterns) {
+    if (p.id != PatternId::GrowingContainer) continue;
+    for (Site& site : a.sites) {
+      if (std::find(p.sites.begin(), p.sites.end(), site.site) != p.sites.end()) site.category = Category::UserContainer;
+    }
+  }
+}
+
+std::string largest_site_headline(const Analysis& a) {
+  const Totals& t = a.totals.overall;
+  if (a.sites.empty() || t.allocated == 0) {
+    return fmt::format("No live tensor memory in this snapshot: {} reserved, {} inactive (cached).", format_bytes(t.reserved),
+                       format_bytes(t.inactive));
+  }
+  // The largest attributed site leads; memory without a stack is named after it.
+  const auto attributed = std::find_if(a.sites.begin(), a.sites.end(), [](const Site& site) { return !site.no_stack; });
+  const auto unattributed = std::find_if(a.sites.begin(), a.sites.end(), [](const Site& site) { return site.no_stack; });
+  const std::string no_stack_note = unattributed != a.sites.end() && unattributed->percent >= 10
+                                        ? fmt::format(" ({:.0f}% of live memory has no recorded stack)", unattributed->percent)
+                                        : "";
+  if (attributed == a.sites.end()) {
+    return fmt::format("All {} of live memory ({} blocks) has no recorded stack, so it cannot be attributed.", format_bytes(t.allocated),
+                       unattributed->blocks);
+  }
+  const Site& top = *attributed;
+  const bool optimizer = top.category == Category::OptimizerState && a.diagnosis.optimizer_spike;
+  return fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}{}.", top.percent, format_bytes(top.bytes),
+                     format_bytes(t.allocated), category_name(top.category), top.site, top.function,
+                     optimizer ? ": optimizer state from the first optimizer.step(), expected retention, not a leak" : "", no_stack_note);
+}
+
+std::string headline(const Analysis& a) {
+  for (const auto& p : a.patterns) {
+    if (p.id == PatternId::Fragmentation && p.verdict == Verdict::Problem) return "Out of memory from fragmentation: " + p.summary.text() + ".";
+    if (p.id == PatternId::Capacity) {
+      const bool in_optimizer = a.diagnosis.optimizer_spike && a.diagnosis.optimizer_spike->oom;
+      return in_optimizer ? "Out of memory at capacity inside optimizer.step(): " + p.summary.text() +
+                                "; the optimizer state is expected, not a leak."
+                          : "Out of memory at capacity: " + p.summary.text() + ".";
+    }
+  }
+  for (PatternId id : {PatternId::RetainedAutogradGraph, PatternId::GrowingContainer}) {
+    if (const Pattern* p = find_pattern(a.patterns, id)) return "Leak: " + p->summary.text() + ".";
+  }
+  for (PatternId id : {PatternId::ReferenceCycles, PatternId::ActivationPressure, PatternId::ReplicatedGradients}) {
+    if (const Pattern* p = find_pattern(a.patterns, id)) return p->summary.text() + ".";
+  }
+  return largest_site_headline(a);
+}
+
+std::vector<NextStep> next_steps(const Analysis& a) {
+  std::vector<NextStep> out;
+  for (const auto& p : a.patterns) {
+    for (const auto& f : p.fix) out.push_back(fix_step(p.id, f));
+  }
+  std::size_t named = 0;
+  for (const Site& site : a.sites) {
+    if (site.no_stack || named == 3) continue;
+    out.push_back({NextStepKind::LookAtSite, {}, {},
+                   sentence("look at {} ({}): it holds {} live in {} blocks ({})", site.site, site.function, Bytes(site.bytes), site.blocks,
+                            category_name(site.category))});
+    ++named;
+  }
+  const Pattern* leak = find_pattern(a.patterns, PatternId::RetainedAutogradGraph);
+  if (!leak) leak = find_pattern(a.patterns, PatternId::GrowingContainer);
+  if (a.trace.analyzed == 0) {
+    out.push_back({NextStepKind::CaptureHistory, {}, {},
+                   sentence("capture again with torch.cuda.memory._record_memory_history(max_entries=100000) enabled before the run, so "
+                            "frees, peaks and OOMs can be analyzed (`memsnap capture`)")});
+  } else if (leak) {
+    const bool container = leak->id == PatternId::GrowingContainer;
+    out.push_back({NextStepKind::ConfirmLeakWithDiff, {}, {},
+                   sentence("to confirm the {} with a diff: dump a snapshot at a fixed point of a step (e.g. right after "
+                            "optimizer.step()) now and again at the same point 20 or more steps later, then run memsnap "
+                            "EARLY --diff LATER; {} should grow in both bytes and blocks (`memsnap capture --diff`)",
+                            container ? "leak" : "retained graph",
+                            container && !leak->sites.empty() ? leak->sites.front() : std::string("the activation sites above"))});
+  } else if (a.ooms.empty()) {
+    out.push_back({NextStepKind::DiffIfGrowing, {}, {},
+                   sentence("if memory grows over steps, dump a second snapshot many steps later at the same point of the step (right "
+                            "after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)")});
+  }
+  return out;
+}
+
+std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
+  std::vector<Sentence> out = a.diagnosis.uncertainties;
+  if (!s.has_device_traces_key || a.trace.events == 0) {
+    out.push_back(sentence("the snapshot has no trace history: when memory was freed, the peak and the moment of an OOM cannot be known; "
+                           "only the final state is analyzed"));
+  }
+  if (a.trace.dropped) {
+    out.push_back(sentence("{} older trace events were dropped by --max-trace-events; the window covers the newest {}", a.trace.dropped,
+                           a.trace.analyzed));
+  }
+  std::uint64_t before = 0, freed_before = 0;
+  for (const auto& tl : a.timelines) {
+    before += tl.live_from_before_window;
+    freed_before += tl.frees_before_window;
+  }
+  if (before || freed_before) {
+    out.push_back(sentence("the trace starts mid-run (or history was enabled late): {} live blocks and {} frees refer to allocations "
+                           "made before the window; the peak counts them from the final state",
+                           before, freed_before));
+  }
+  for (const Site& site : a.sites) {
+    if (site.no_stack && site.bytes) {
+      out.push_back(sentence("{} of live memory ({:.0f}%) in {} blocks has no stack: allocated before history was recorded, recorded "
+                             "without context, or from the backward pass without C++ frames",
+                             Bytes(site.bytes), site.percent, site.blocks));
+    }
+  }
+  if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {
+    out.push_back(sentence("an old (PyTorch <= 2.0) snapshot: block stacks and requested sizes come from the legacy 'history' field"));
+  }
+  for (const auto& tl : a.timelines) {
+    if (peak_certainty(tl) != PeakCertainty::TooShort) continue;
+    out.push_back(sentence("device {}'s trace holds {} event{} and no allocation, too few to show a peak or when memory was allocated; "
+                           "history recorded with a ring of {} entr{} (legacy torch.cuda.memory._record_memory_history(True) keeps "
+                           "one) would look like this: record again with max_entries=100000",
+                           tl.device, tl.events, tl.events == 1 ? "" : "s", tl.events, tl.events == 1 ? "y" : "ies"));
+  }
+  if (!a.timelines.empty()) {
+    out.push_back(sentence("the peak is in requested bytes (what the trace records), reconstructed backwards from the final state as "
+                           "memory_viz does; rounded block sizes can be larger"));
+  }
+  if (!s.unknown_actions.empty() || !s.unknown_keys.empty()) {
+    out.push_back(sentence("the snapshot holds {} unknown trace actions and {} unknown keys (newer PyTorch?); they were ignored",
+                           s.unknown_actions.size(), s.unknown_keys.size()));
+  }
+  for (const auto& v : a.invariant_violations) out.push_back(sentence("inconsistent snapshot: {}", v));
+  return out;
+}
+
+bool is_diff_capture(const NextStep& s) {
+  return s.kind == NextStepKind::ConfirmLeakWithDiff || s.kind == NextStepKind::DiffIfGrowing;
+}
+
+}  // namespace
+
+void conclude(const Snapshot& s, Analysis& a) {
+  settle_categories(a);
+  a.headline = headline(a);
+  a.next_steps = next_steps(a);
+  a.uncertainties = uncertainties(s, a);
+}
+
+void conclude_diff(const DiffReport& d, Analysis& a) {
+  a.headline = diff_headline(d);
+  std::vector<NextStep> steps;
+  for (const Pattern& dp : d.patterns) {
+    for (const auto& f : dp.fix) steps.push_back(fix_step(dp.id, f));
+    auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == dp.id; });
+    if (it == a.patterns.end()) {
+      a.patterns.insert(a.patterns.begin(), dp);
+      continue;
+    }
+    it->evidence.insert(it->evidence.begin(), dp.evidence.begin(), dp.evidence.end());
+    for (auto s = dp.sites.rbegin(); s != dp.sites.rend(); ++s) {
+      if (std::find(it->sites.begin(), it->sites.end(), *s) == it->sites.end()) it->sites.insert(it->sites.begin(), *s);
+    }
+    if (dp.verdict == Verdict::Leak) it->confidence = Confidence::High;
+  }
+  // The diff's own fixes first, without repeating steps the single-snapshot findings already
+  // give, and without the advice to capture a pair: this is the pair.
+  for (auto& s : a.next_steps) {
+    if (!is_diff_capture(s) && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(std::move(s));
+  }
+  a.next_steps = std::move(steps);
+  for (auto w = d.warnings.rbegin(); w != d.warnings.rend(); ++w) a.uncertainties.insert(a.uncertainties.begin(), sentence("diff: {}", *w));
+}
+
+void conclude_ranks(const RankReport& r, Analysis& body) {
+  body.headline = ranks_headline(r);
+  body.patterns = r.patterns;
+  std::vector<NextStep> steps;
+  for (const RankOutlier& o : r.outliers) {
+    for (const DiffSite& s : o.sites) {
+      steps.push_back({NextStepKind::LookAtRankSite, {}, {},
+                       sentence("rank {}: look at {} ({}): {} and {} blocks against rank {} ({})", o.rank, s.site, s.function,
+                                Bytes(s.delta_bytes, true), fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks),
+                                o.reference_rank, category_name(s.category))});
+    }
+  }
+  for (const Pattern& p : r.patterns) {
+    for (const auto& f : p.fix) {
+      const NextStep step = fix_step(p.id, f);
+      if (std::find(steps.begin(), steps.end(), step) == steps.end()) steps.push_back(step);
+    }
+  }
+  // The body's own pattern fixes give way to the patterns across ranks above.
+  for (auto& s : body.next_steps) {
+    if (s.kind != NextStepKind::Fix && std::find(steps.begin(), steps.end(), s) == steps.end()) steps.push_back(std::move(s));
+  }
+  body.next_steps = std::move(steps);
+  for (const auto& s : r.skipped) body.uncertainties.insert(body.uncertainties.begin(), sentence("skipped {}", s));
+}
+
+std::string diff_headline(const DiffReport& d) {
+  const std::int64_t live = static_cast<std::int64_t>(d.after.allocated) - static_cast<std::int64_t>(d.before.allocated);
+  const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
+                                         format_bytes(static_cast<std::int64_t>(d.after.allocated)));
+  const DiffSite* top = nullptr;
+  for (const DiffSite& s : d.sites) {
+    if (s.delta_bytes > 0) {
+      top = &s;
+      break;
+    }
+  }
+  if (!top) {
+    return fmt::format("Between the two snapshots{} {}; no allocation site grew, so nothing leaks between them.", steps_phrase(d), change);
+  }
+  std::string tail;
+  if (top->verdict != DiffVerdict::None) tail = fmt::format(": {} ({})", name_of(top->verdict), name_of(*top->pattern));
+  const bool any_leak = std::any_of(d.sites.begin(), d.sites.end(), [](const DiffSite& s) { return is_leak(s.verdict); });
+  if (!d.warnings.empty()) tail += "; no leak verdict, because the pair may not be from one run: " + d.warnings.front();
+  else if (!any_leak) tail += "; no site grew in both bytes and blocks enough to call it a leak";
+  return fmt::format("Between the two snapshots{} {}; the site that grew most is {} ({}): {} in {} blocks{}.", steps_phrase(d), change,
+                     top->site, top->function.empty() ? "no function" : top->function, Bytes(top->delta_bytes, true).text(),
+                     fmt::format("{}{}", top->delta_blocks > 0 ? "+" : "", top->delta_blocks), tail);
+}
+
+
+std::string ranks_headline(const RankReport& r) {
+  const Analysis& body = r.ranks[r.body].analysis;
+  if (r.outliers.empty()) {
+    std::int64_t lo = r.ranks.front().metric, hi = lo;
+    for (const auto& x : r.ranks) {
+      lo = std::min(lo, x.metric);
+      hi = std::max(hi, x.metric);
+    }
+    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), metric_label(r.metric), format_bytes(lo), format_bytes(hi),
+                       r.ranks[r.body].rank, body.headline);
+  }
+  std::vector<std::int64_t> ranks;
+  for (const auto& o : r.outliers) ranks.push_back(o.rank);
+  const RankOutlier& o = r.outliers.front();
+  std::string why;
+  if (!o.sites.empty()) {
+    const DiffSite& s = o.sites.front();
+    why = fmt::format("; {} ({}) explains {}{} of it against rank {}", s.site, s.function, s.delta_bytes > 0 ? "+" : "-",
+                      format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
+  }
+  return fmt::format("Rank{} {} of {} stand{} out: rank {} has {}{}.", ranks.size() > 1 ? "s" : "", rank_list(ranks), r.ranks.size(),
+                     ranks.size() > 1 ? "" : "s", o.rank, o.reason, why);
+}
+
+
+}  // namespace memsnap

@@ -1,0 +1,142 @@
+// Rendering of the typed conclusions (sentences, fixes, next steps) and the fix catalogue: every
+// fix text memsnap can give, by id, in one table.
+#include "analysis/finding.h"
+
+#include <array>
+#include <fmt/args.h>
+#include <fmt/format.h>
+#include <limits>
+
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+struct FixText {
+  FixId id;
+  PatternId pattern;
+  std::string_view text;
+};
+
+// In FixId order (checked below).
+constexpr std::array kFixes = {
+    FixText{FixId::ExpandableSegments, PatternId::Fragmentation,
+            "set PYTORCH_ALLOC_CONF=expandable_segments:True so segments grow instead of new fixed-size segments being allocated"},
+    FixText{FixId::MaxSplitSize, PatternId::Fragmentation,
+            "or set PYTORCH_ALLOC_CONF=max_split_size_mb:{} so blocks larger than the failing request are not split"},
+    FixText{FixId::FixedShapes, PatternId::Fragmentation, "reduce allocation-size variation (pad batches or sequences to fixed shapes)"},
+    FixText{FixId::ExpandableIfLargerFails, PatternId::Fragmentation,
+            "if an allocation larger than {} fails, set PYTORCH_ALLOC_CONF=expandable_segments:True"},
+    FixText{FixId::EmptyCacheKeepsFragments, PatternId::Fragmentation,
+            "torch.cuda.empty_cache() cannot return fragments: only segments with no live block are released"},
+    FixText{FixId::SmallerBatch, PatternId::Capacity, "reduce the batch size or sequence length"},
+    FixText{FixId::Checkpointing, PatternId::Capacity, "use activation checkpointing (torch.utils.checkpoint)"},
+    FixText{FixId::ShardState, PatternId::Capacity, "shard parameters, gradients and optimizer state (FSDP/ZeRO)"},
+    FixText{FixId::LowerPrecision, PatternId::Capacity, "use lower precision (bf16/fp16) where possible"},
+    FixText{FixId::SyncSideStream, PatternId::PendingFrees,
+            "synchronize the side stream (or let it finish) before the memory is needed again"},
+    FixText{FixId::AvoidRecordStream, PatternId::PendingFrees,
+            "avoid tensor.record_stream() on long-lived side-stream work; free tensors after the consuming stream is done"},
+    FixText{FixId::CheckNativeBuffers, PatternId::NonPytorchMemory,
+            "check NCCL buffers (NCCL_BUFFSIZE, number of communicators), cuBLAS/cuDNN workspaces (CUBLAS_WORKSPACE_CONFIG) and custom "
+            "CUDA extensions"},
+    FixText{FixId::CompareDeviceMemoryUsed, PatternId::NonPytorchMemory,
+            "compare torch.cuda.device_memory_used() with torch.cuda.memory_reserved() around the suspect code"},
+    FixText{FixId::OtherProcesses, PatternId::NonPytorchMemory, "look for other processes on the same GPU (nvidia-smi)"},
+    FixText{FixId::AccumulateItem, PatternId::RetainedAutogradGraph,
+            "at {}: accumulate loss.item() (or loss.detach()) instead of the tensor, e.g. `total += loss.item()`"},
+    FixText{FixId::DetachKept, PatternId::RetainedAutogradGraph,
+            "detach before logging or keeping: store loss.detach() or loss.item() rather than tensors that carry the graph"},
+    FixText{FixId::DetachLossAt, PatternId::RetainedAutogradGraph,
+            "detach before logging or keeping: store loss.detach() or loss.item() rather than the tensor computed at {}"},
+    FixText{FixId::DetachNotGraph, PatternId::RetainedAutogradGraph,
+            "detach before logging or keeping: store loss.detach() or loss.item(), not tensors that carry the graph"},
+    FixText{FixId::RetainGraphOrKept, PatternId::RetainedAutogradGraph,
+            "look for backward(retain_graph=True) and for outputs or losses kept in lists or on self across steps"},
+    FixText{FixId::NoGradForEval, PatternId::RetainedAutogradGraph,
+            "no backward ran in this window: if this is evaluation, run it under torch.no_grad() or torch.inference_mode()"},
+    FixText{FixId::AppendDetachCpu, PatternId::GrowingContainer,
+            "at {}: append tensor.detach().cpu() (or .item() for a scalar) instead of the CUDA tensor"},
+    FixText{FixId::BoundContainer, PatternId::GrowingContainer, "or bound the container (collections.deque(maxlen=N)) or clear it every N steps"},
+    FixText{FixId::OptimizerNothingToFix, PatternId::OptimizerStateSpike,
+            "nothing to fix: optimizer state lives as long as the optimizer; act only if memory is short"},
+    FixText{FixId::OptimizerIfShort, PatternId::OptimizerStateSpike,
+            "if memory is short: a smaller model or batch, a leaner optimizer (SGD with momentum, Adafactor, 8-bit AdamW), or shard the "
+            "optimizer state (ZeRO-1 / FSDP / ZeroRedundancyOptimizer); this is not a leak to hunt"},
+    FixText{FixId::DumpAfterFirstStep, PatternId::OptimizerStateSpike,
+            "nothing to fix: dump the earlier snapshot after the first optimizer.step() so optimizer state is in both"},
+    FixText{FixId::CheckpointModules, PatternId::ActivationPressure,
+            "wrap the modules called at {} in torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False): up to {} of activations "
+            "need not stay live until backward"},
+    FixText{FixId::RecomputeCostOfStep, PatternId::ActivationPressure,
+            "recompute cost: one extra forward of the checkpointed modules in backward, at most ~{:.1f} ms per step (~{:.0f}% of the "
+            "{:.1f} ms step)"},
+    FixText{FixId::RecomputeCostMs, PatternId::ActivationPressure,
+            "recompute cost: one extra forward of the checkpointed modules in backward, at most ~{:.1f} ms per step"},
+    FixText{FixId::RecomputeCostTypical, PatternId::ActivationPressure,
+            "recompute cost: one extra forward of the checkpointed modules in backward (typically +20-35% step time)"},
+    FixText{FixId::HfGradientCheckpointing, PatternId::ActivationPressure,
+            "for a Hugging Face model, model.gradient_checkpointing_enable() checkpoints each decoder layer"},
+    FixText{FixId::SmallerMicroBatch, PatternId::ActivationPressure,
+            "or a smaller micro-batch with gradient accumulation, or bf16 autocast to halve activation bytes"},
+    FixText{FixId::WarnTensorCycles, PatternId::ReferenceCycles,
+            "call `from torch.utils.viz._cycles import warn_tensor_cycles; warn_tensor_cycles()` at start-up: it reports each reference "
+            "cycle that keeps a CUDA tensor alive"},
+    FixText{FixId::BreakCycle, PatternId::ReferenceCycles,
+            "break the cycle that holds the tensors allocated at {} (an object that references itself, a hook or closure capturing "
+            "self, a kept exception or traceback), or del the reference at the end of the step"},
+    FixText{FixId::GcCollect, PatternId::ReferenceCycles, "as a stopgap, gc.collect() after each step frees them sooner"},
+    FixText{FixId::ShardReplicated, PatternId::ReplicatedGradients,
+            "shard them with FSDP (torch.distributed.fsdp.fully_shard) or ZeRO (DeepSpeed stage 1-3): each rank then holds about 1/N of "
+            "parameters, gradients and optimizer state"},
+    FixText{FixId::ZeroOneSaving, PatternId::ReplicatedGradients,
+            "ZeRO-1 alone (torch.distributed.optim.ZeroRedundancyOptimizer) saves about {} per rank with {} ranks"},
+    FixText{FixId::FromReport, PatternId::Fragmentation, "{}"},
+};
+
+constexpr bool catalogue_in_order() {
+  for (std::size_t i = 0; i < kFixes.size(); ++i) {
+    if (static_cast<std::size_t>(kFixes[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(catalogue_in_order(), "kFixes must list every FixId once, in FixId order");
+
+std::string render(std::string_view format, const std::vector<Arg>& args) {
+  fmt::dynamic_format_arg_store<fmt::format_context> store;
+  for (const Arg& a : args) {
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, Bytes>) {
+            store.push_back(v.text());
+          } else {
+            store.push_back(v);
+          }
+        },
+        a);
+  }
+  return fmt::vformat(format, store);
+}
+
+}  // namespace
+
+std::string Bytes::text() const {
+  if (!sign) return format_bytes(value);
+  return std::string(value > 0 ? "+" : value < 0 ? "-" : "") + format_bytes(value < 0 ? -value : value);
+}
+
+std::string Sentence::text() const { return render(format, args); }
+
+std::string Fix::text() const { return render(kFixes[static_cast<std::size_t>(id)].text, args); }
+
+std::string NextStep::text() const {
+  if (kind == NextStepKind::Fix && fix && pattern) return fmt::format("[{}] {}", name_of(*pattern), fix->text());
+  return sentence.text();
+}
+
+NextStep fix_step(PatternId pattern, const Fix& f) { return NextStep{NextStepKind::Fix, pattern, f, {}}; }
+
+Sentence verbatim(std::string text) { return Sentence{"{}", {Arg(std::move(text))}}; }
+
+}  // namespace memsnap
