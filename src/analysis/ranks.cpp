@@ -1,16 +1,13 @@
-// Per-rank snapshots: parallel load and analysis, outlier ranks and their explaining sites, and
-// patterns across ranks.
+// Per-rank analyses compared: outlier ranks and their explaining sites, and patterns across ranks.
 #include "analysis/ranks.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "base/error.h"
 #include "base/format_bytes.h"
@@ -20,6 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 // A rank stands out when its metric is this far from the median (the larger of the two).
 constexpr double kOutlierFraction = 0.10;
 constexpr std::int64_t kOutlierFloor = 64ll << 20;
@@ -28,30 +30,6 @@ constexpr double kSameSize = 1.02;
 constexpr std::uint64_t kMinModelState = 512ull << 20;
 
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool snapshot_extension(const std::string& name) {
-  const std::string l = lower(name);
-  for (const char* ext : {".pickle", ".pkl", ".json", ".gz", ".zst", ".zstd", ".pickle5", ".snapshot"}) {
-    const std::string e(ext);
-    if (l.size() >= e.size() && l.compare(l.size() - e.size(), e.size(), e) == 0) return true;
-  }
-  return false;
-}
-
-void drop_bulky(Analysis& a) {
-  for (DeviceTimeline& t : a.timelines) {
-    t.curve = {};
-    t.free_bursts = {};
-    t.lifetimes = {};
-    std::vector<LiveItem>().swap(t.live_at_peak);
-    std::vector<std::vector<std::size_t>>().swap(t.live_at_oom);  // indices into the lifetimes dropped above
-    std::vector<std::pair<std::size_t, std::size_t>>().swap(t.final_blocks);
-  }
-}
 
 std::vector<RankOutlier> find_outliers(const RankReport& r) {
   std::vector<RankOutlier> out;
@@ -164,6 +142,28 @@ void merge_patterns(RankReport& r) {
 
 }  // namespace
 
+void drop_bulky(Analysis& a) {
+  for (DeviceTimeline& t : a.timelines) {
+    t.curve = {};
+    t.free_bursts = {};
+    t.lifetimes = {};
+    std::vector<LiveItem>().swap(t.live_at_peak);
+    std::vector<std::vector<std::size_t>>().swap(t.live_at_oom);  // indices into the lifetimes dropped above
+    std::vector<std::pair<std::size_t, std::size_t>>().swap(t.final_blocks);
+  }
+}
+
+RankResult rank_result(const std::string& path, const LoadedSnapshot& loaded, Analysis analysis) {
+  RankResult r;
+  r.path = path;
+  r.input = loaded.input;
+  r.analysis = std::move(analysis);
+  r.model = model_state(loaded.snapshot);
+  r.oom_events = r.analysis.trace.ooms.size();
+  drop_bulky(r.analysis);
+  return r;
+}
+
 std::string metric_label(RankMetric metric) { return metric == RankMetric::PeakAllocated ? "peak" : "live memory"; }
 
 std::string rank_list(const std::vector<std::int64_t>& ranks) {
@@ -193,56 +193,6 @@ std::int64_t rank_from_name(const std::string& filename) {
     return digits_at(begin);
   }
   return -1;
-}
-
-std::vector<std::string> rank_files(const std::string& directory) {
-  std::vector<std::string> all, snaps;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(directory, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name[0] == '.' || !entry.is_regular_file(ec)) continue;
-    all.push_back(entry.path().string());
-    if (snapshot_extension(name)) snaps.push_back(entry.path().string());
-  }
-  auto& out = snaps.empty() ? all : snaps;
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, const AnalyzeOptions& options, unsigned threads) {
-  const auto files = rank_files(directory);
-  if (files.empty()) {
-    throw InputError("the directory holds no snapshot files", "put one snapshot per rank in it (e.g. rank0.pickle, rank1.pickle)");
-  }
-  std::vector<std::optional<RankResult>> results(files.size());
-  std::vector<std::string> errors(files.size());
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
-      try {
-        const LoadedSnapshot loaded = load_snapshot(files[i], load);
-        RankResult r;
-        r.path = files[i];
-        r.input = loaded.input;
-        r.analysis = analyze(loaded, options);
-        r.model = model_state(loaded.snapshot);
-        r.oom_events = r.analysis.trace.ooms.size();
-        drop_bulky(r.analysis);
-        results[i] = std::move(r);
-      } catch (const std::bad_alloc&) {
-        errors[i] = "ran out of memory while reading";
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    }
-  };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, files.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  return compare_ranks(directory, files, std::move(results), errors);
 }
 
 RankReport compare_ranks(const std::string& directory, const std::vector<std::string>& files,

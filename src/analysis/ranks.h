@@ -1,5 +1,5 @@
-// A directory of per-rank snapshots: each file is loaded and analyzed in parallel (a pool of
-// std::threads, one per core), then the ranks are compared: peak, reserved, allocated, inactive,
+// Per-rank analyses compared (read from a directory by query/rank_directory.h, or from JSON
+// reports by query/merge.h): peak, reserved, allocated, inactive,
 // OOM events and top site per rank, the outlier ranks and the sites that explain the
 // difference, and the patterns found across ranks (replicated DDP state among them).
 #pragma once
@@ -55,11 +55,10 @@ struct RankReport {
 // -> 3), else the last run of digits ("mem_r5.pickle" -> 5); -1 when the name has none.
 std::int64_t rank_from_name(const std::string& filename);
 
-// Snapshot files of a directory, sorted by name (hidden files and other extensions skipped).
-std::vector<std::string> rank_files(const std::string& directory);
-
-// Throws InputError when no file of the directory can be analyzed. `threads` 0 = all cores.
-RankReport analyze_ranks(const std::string& directory, const LoadOptions& load, const AnalyzeOptions& options, unsigned threads = 0);
+// One rank's result from its analysis: the model state and OOM count kept, the timeline curves,
+// lifetimes and live sets dropped to save memory.
+RankResult rank_result(const std::string& path, const LoadedSnapshot& loaded, Analysis analysis);
+void drop_bulky(Analysis& analysis);
 
 // The comparison of analyzed ranks: `files[i]` names rank i's snapshot (its rank comes from the
 // digits in the name), `results[i]` is its analysis or empty with the reason in `errors[i]`.

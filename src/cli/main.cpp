@@ -2,29 +2,20 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <optional>
 #include <fmt/format.h>
 #include <string>
 
-#include "analysis/analyze.h"
-#include "analysis/conclude.h"
-#include "analysis/diff.h"
-#include "analysis/ranks.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
 #include "cli/budget_options.h"
 #include "cli/cli_output.h"
 #include "cli/merge_command.h"
 #include "cli/query_commands.h"
+#include "cli/run_memsnap.h"
 #include "model/load.h"
 #include "report/capture.h"
-#include "report/comparison_report.h"
 #include "report/dump.h"
-#include "report/html_report.h"
-#include "report/json_report.h"
-#include "report/json_writer.h"
-#include "report/text_report.h"
 
 namespace {
 
@@ -123,57 +114,23 @@ int run_analyze(int argc, char** argv) {
   if (!max_events) return kExitUsage;
   if (!memsnap::cli::output_is_not_an_input(out_path, {path, diff_path})) return kExitUsage;
   return guarded(path, [&] {
-    memsnap::AnalyzeOptions options;
-    options.top = static_cast<std::size_t>(top);
-    if (!device_used.empty()) options.device_used = memsnap::parse_size(device_used);
-    const memsnap::LoadOptions load{*max_events};
-    memsnap::LoadedSnapshot loaded;
-    memsnap::Analysis analysis;
-    std::optional<memsnap::DiffReport> diff;
-    std::optional<memsnap::RankReport> ranks;
-    if (path_is_directory) {
-      // One snapshot per rank, analyzed in parallel; the body of the report is the rank with the
-      // highest peak, the comparison goes into its own sections.
-      ranks = memsnap::analyze_ranks(path, load, options);
-      loaded = memsnap::load_snapshot(ranks->ranks[ranks->body].path, load);
-      analysis = memsnap::analyze(loaded, options);
-      memsnap::conclude_ranks(*ranks, analysis);
-    } else if (!diff_path.empty()) {
-      // PATH (earlier) and LATER load in parallel; the report describes LATER plus the diff.
-      auto earlier = std::async(std::launch::async, [&] {
-        auto l = memsnap::load_snapshot(path, load);
-        auto a = memsnap::analyze(l, options);
-        return std::make_pair(std::move(l), std::move(a));
-      });
-      try {
-        loaded = memsnap::load_snapshot(diff_path, load);
-        analysis = memsnap::analyze(loaded, options);
-      } catch (const memsnap::InputError& e) {
-        earlier.wait();
-        return input_error(diff_path, e.what());
-      }
-      const auto before = earlier.get();
-      diff = memsnap::diff_snapshots(before.first, before.second, loaded, analysis);
-      memsnap::conclude_diff(*diff, analysis);
-    } else {
-      loaded = memsnap::load_snapshot(path, load);
-      analysis = memsnap::analyze(loaded, options);
+    memsnap::cli::RunRequest request;
+    request.path = path;
+    request.diff_path = diff_path;
+    request.path_is_directory = path_is_directory;
+    request.format = format;
+    request.want_json = budgets.active();
+    request.options.top = static_cast<std::size_t>(top);
+    if (!device_used.empty()) request.options.device_used = memsnap::parse_size(device_used);
+    request.load = memsnap::LoadOptions{*max_events};
+    memsnap::cli::RunOutput out;
+    try {
+      out = memsnap::cli::run_memsnap(request);
+    } catch (const memsnap::cli::LaterInputError& e) {
+      return input_error(e.path, e.error.what());
     }
-    std::string text;
-    nlohmann::ordered_json report;  // for --format json/html and the budgets
-    if (format != "text" || budgets.active()) {
-      report = memsnap::json_report(loaded, analysis);
-      if (diff) memsnap::add_diff_json(report, *diff);
-      if (ranks) memsnap::add_ranks_json(report, *ranks, options.top);
-    }
-    if (format == "json") text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-    else if (format == "html") text = memsnap::html_page(report, memsnap::html_plot_data(loaded, analysis));
-    else text = memsnap::text_report(loaded, analysis);
-    if (format == "text" && ranks) text = memsnap::with_section(text, memsnap::ranks_text(*ranks));
-    if (format == "text" && diff) text = memsnap::with_section(text, memsnap::diff_text(*diff, options.top));
-    if (format == "text") text = memsnap::valid_utf8(text);  // frame names are the snapshot's bytes
-    if (!write_output(text, out_path)) return kExitInput;
-    return budgets.active() ? memsnap::cli::check_budgets(budgets, report) : 0;
+    if (!write_output(out.text, out_path)) return kExitInput;
+    return budgets.active() ? memsnap::cli::check_budgets(budgets, *out.report) : 0;
   });
 }
 

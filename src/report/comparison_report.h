@@ -18,7 +18,5 @@ void add_ranks_json(nlohmann::ordered_json& report, const RankReport& ranks, std
 
 std::string diff_text(const DiffReport& diff, std::size_t top);
 std::string ranks_text(const RankReport& ranks);
-// The text report with `section` inserted before its Totals (after the headline and input line).
-std::string with_section(const std::string& report, const std::string& section);
 
 }  // namespace memsnap

@@ -342,3 +342,14 @@ void add_ranks_json(nlohmann::ordered_json& report, const RankReport& r, std::si
 }
 
 }  // namespace memsnap
+
+namespace memsnap {
+
+nlohmann::ordered_json json_report(const ReportInput& in) {
+  nlohmann::ordered_json report = json_report(in.loaded, in.analysis);
+  if (in.diff) add_diff_json(report, *in.diff);
+  if (in.ranks) add_ranks_json(report, *in.ranks, in.analysis.options.top);
+  return report;
+}
+
+}  // namespace memsnap

@@ -185,10 +185,14 @@ void diagnosis_section(std::string& out, const Analysis& a) {
 
 }  // namespace
 
-std::string text_report(const LoadedSnapshot& loaded, const Analysis& a) {
+std::string text_report(const ReportInput& in) {
+  const LoadedSnapshot& loaded = in.loaded;
+  const Analysis& a = in.analysis;
   std::string out;
   out += wrap(a.headline, "", "");
   out += fmt::format("\n{} ({}, {})\n", loaded.input.path, format_name(loaded.input.format), format_bytes(loaded.input.bytes));
+  if (in.ranks) out += ranks_text(*in.ranks);
+  if (in.diff) out += diff_text(*in.diff, a.options.top);
   out += "\nTotals\n";
   totals_section(out, a.totals.overall);
   if (a.totals.devices.size() > 1) {
@@ -296,10 +300,5 @@ std::string ranks_text(const RankReport& r) {
   return out;
 }
 
-std::string with_section(const std::string& report, const std::string& section) {
-  const auto pos = report.find("\nTotals\n");
-  if (pos == std::string::npos) return report + section;
-  return report.substr(0, pos) + section + report.substr(pos);
-}
 
 }  // namespace memsnap

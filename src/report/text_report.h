@@ -3,10 +3,11 @@
 
 #include <string>
 
-#include "analysis/analyze.h"
+#include "report/report_input.h"
 
 namespace memsnap {
 
-std::string text_report(const LoadedSnapshot& loaded, const Analysis& analysis);
+// The body, with the rank comparison or the diff after the headline when the run has one.
+std::string text_report(const ReportInput& input);
 
 }  // namespace memsnap

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "analysis/conclude.h"
+#include "query/rank_directory.h"
 #include "analysis/ranks.h"
 #include "base/error.h"
 #include "test_support.h"
@@ -41,7 +42,7 @@ TEST(Ranks, RankFromTheDigitsInTheFileName) {
 TEST(Ranks, FourRanksNameTheOutlierAndItsSite) {
   const auto truth = group_truth();
   const auto& expect = truth["expect"];
-  const RankReport r = analyze_ranks(fixture("ddp_ranks").string(), {}, {});
+  const RankReport r = analyze_rank_directory(fixture("ddp_ranks").string(), {}, {}).ranks;
   ASSERT_EQ(r.ranks.size(), 4u);
   std::vector<std::int64_t> ranks;
   for (const auto& x : r.ranks) ranks.push_back(x.rank);
@@ -81,8 +82,8 @@ TEST(Ranks, FourRanksNameTheOutlierAndItsSite) {
 }
 
 TEST(Ranks, ParallelLoadingMatchesSerial) {
-  const RankReport serial = analyze_ranks(fixture("ddp_ranks").string(), {}, {}, 1);
-  const RankReport parallel = analyze_ranks(fixture("ddp_ranks").string(), {}, {}, 8);
+  const RankReport serial = analyze_rank_directory(fixture("ddp_ranks").string(), {}, {}, 1).ranks;
+  const RankReport parallel = analyze_rank_directory(fixture("ddp_ranks").string(), {}, {}, 8).ranks;
   ASSERT_EQ(serial.ranks.size(), parallel.ranks.size());
   for (std::size_t i = 0; i < serial.ranks.size(); ++i) {
     EXPECT_EQ(serial.ranks[i].rank, parallel.ranks[i].rank);
@@ -95,7 +96,7 @@ TEST(Ranks, ParallelLoadingMatchesSerial) {
 TEST(Ranks, BalancedRanksHaveNoOutlier) {
   TempDir dir("memsnap_ranks_balanced");
   for (int r = 0; r < 3; ++r) fs::copy_file(fixture("ddp_ranks") / ("rank" + std::to_string(r) + ".pickle"), dir.path / ("snap_rank" + std::to_string(r) + ".pickle"));
-  const RankReport rep = analyze_ranks(dir.path.string(), {}, {});
+  const RankReport rep = analyze_rank_directory(dir.path.string(), {}, {}).ranks;
   ASSERT_EQ(rep.ranks.size(), 3u);
   EXPECT_TRUE(rep.outliers.empty());
   EXPECT_EQ(ranks_headline(rep).rfind("The 3 ranks are balanced", 0), 0u) << ranks_headline(rep);
@@ -108,7 +109,7 @@ TEST(Ranks, FilesThatAreNotSnapshotsAreSkipped) {
   std::ofstream(dir.path / "rank2.pickle") << "not a pickle";
   std::ofstream(dir.path / "README.md") << "notes";
   std::ofstream(dir.path / ".hidden.pickle") << "x";
-  const RankReport rep = analyze_ranks(dir.path.string(), {}, {});
+  const RankReport rep = analyze_rank_directory(dir.path.string(), {}, {}).ranks;
   ASSERT_EQ(rep.ranks.size(), 2u);
   ASSERT_EQ(rep.skipped.size(), 1u);
   EXPECT_EQ(rep.skipped.front().rfind("rank2.pickle: ", 0), 0u) << rep.skipped.front();
@@ -120,9 +121,9 @@ TEST(Ranks, FilesThatAreNotSnapshotsAreSkipped) {
 
 TEST(Ranks, DirectoryWithoutSnapshotsIsAnInputError) {
   TempDir dir("memsnap_ranks_empty");
-  EXPECT_THROW(analyze_ranks(dir.path.string(), {}, {}), InputError);
+  EXPECT_THROW(analyze_rank_directory(dir.path.string(), {}, {}), InputError);
   std::ofstream(dir.path / "rank0.pickle") << "garbage";
-  EXPECT_THROW(analyze_ranks(dir.path.string(), {}, {}), InputError);
+  EXPECT_THROW(analyze_rank_directory(dir.path.string(), {}, {}), InputError);
 }
 
 TEST(Ranks, CliJsonHasRanksAndOutliers) {
