@@ -11,7 +11,7 @@ namespace {
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
-void oom_patterns(const Snapshot& s, const Analysis& a, std::vector<Pattern>& out) {
+void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& out) {
   for (const OomAnalysis& o : a.ooms) {
     if (o.verdict != OomVerdict::Fragmentation && o.verdict != OomVerdict::Capacity) continue;
     Pattern p;
@@ -45,7 +45,7 @@ void oom_patterns(const Snapshot& s, const Analysis& a, std::vector<Pattern>& ou
 // Without an OOM, inactive memory is only worth a finding when it is large: fragments (free
 // blocks inside segments that still hold live ones) spread thin are fragmentation; wholly free
 // segments are ordinary cache, said plainly to be "not fragmentation".
-void inactive_memory(const Analysis& a, std::vector<Pattern>& out) {
+void inactive_memory(const Measured& a, std::vector<Pattern>& out) {
   if (!a.ooms.empty()) return;
   const Totals& t = a.totals.overall;
   if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3) return;
@@ -83,7 +83,7 @@ void inactive_memory(const Analysis& a, std::vector<Pattern>& out) {
   out.push_back(std::move(p));
 }
 
-void pending_frees(const Analysis& a, std::vector<Pattern>& out) {
+void pending_frees(const Measured& a, std::vector<Pattern>& out) {
   const Totals& t = a.totals.overall;
   std::uint64_t pending_requests = 0, pending_bytes = 0;
   std::vector<std::int64_t> streams;
@@ -111,7 +111,7 @@ void pending_frees(const Analysis& a, std::vector<Pattern>& out) {
   out.push_back(std::move(p));
 }
 
-void non_pytorch_memory(const Analysis& a, std::vector<Pattern>& out) {
+void non_pytorch_memory(const Measured& a, std::vector<Pattern>& out) {
   if (!a.options.device_used) return;
   const std::uint64_t used = *a.options.device_used;
   const std::uint64_t reserved = a.totals.overall.reserved;
@@ -132,7 +132,7 @@ void non_pytorch_memory(const Analysis& a, std::vector<Pattern>& out) {
 
 }  // namespace
 
-std::vector<Pattern> allocator_patterns(const Snapshot& s, const Analysis& a) {
+std::vector<Pattern> allocator_patterns(const Snapshot& s, const Measured& a) {
   std::vector<Pattern> out;
   oom_patterns(s, a, out);
   inactive_memory(a, out);

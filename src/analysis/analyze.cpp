@@ -42,44 +42,59 @@ std::vector<std::string> check_invariants(const Snapshot& s, const TotalsReport&
 
 }  // namespace
 
+Replay replay(const Snapshot& s) {
+  PhaseTimer t("timelines");
+  return {build_timelines(s)};
+}
+
+Measures measure(const Snapshot& s, const Replay& r) {
+  Measures m;
+  SiteCache site_cache(s);  // each stack described once for the end, the peak and every OOM
+  m.sites = attribute(live_blocks(s), site_cache);
+  m.totals = compute_totals(s, r.timelines);
+  m.trace = summarize_trace(s, r.timelines);
+  for (const auto& t : r.timelines) m.trace.pending_free_requests += t.pending_requests;
+  std::int64_t best = -1;
+  for (const auto& t : r.timelines) {
+    if (t.peak_allocated && *t.peak_allocated > best) {
+      best = *t.peak_allocated;
+      m.peak_device = t.device;
+      m.sites_at_peak = attribute(t.live_at_peak, site_cache);
+    }
+  }
+  m.pools = free_by_pool_and_stream(s);
+  {
+    PhaseTimer t("ooms");
+    m.ooms = analyze_ooms(s, m.trace, r.timelines);
+  }
+  for (const DeviceTimeline& t : r.timelines) {  // m.ooms is in timeline order
+    for (const auto& live : t.live_at_oom) m.sites_at_oom.push_back(attribute(live_items(t, live), site_cache));
+  }
+  m.invariant_violations = check_invariants(s, m.totals, m.sites);
+  for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));
+  return m;
+}
+
+Diagnosed diagnose_patterns(const Snapshot& s, const Measured& m) {
+  Diagnosed d;
+  d.patterns = allocator_patterns(s, m);
+  d.diagnosis = diagnose(s, m);
+  for (auto& p : d.diagnosis.patterns) d.patterns.push_back(std::move(p));
+  d.diagnosis.patterns.clear();
+  return d;
+}
+
 Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   PhaseTimer timer("analyze");
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
-  SiteCache site_cache(s);
-  a.sites = attribute(live_blocks(s), site_cache);
-  {
-    PhaseTimer t("timelines");
-    a.timelines = build_timelines(s);
-  }
-  a.totals = compute_totals(s, a.timelines);
-  a.trace = summarize_trace(s, a.timelines);
-  for (const auto& t : a.timelines) a.trace.pending_free_requests += t.pending_requests;
-  std::int64_t best = -1;
-  for (const auto& t : a.timelines) {
-    if (t.peak_allocated && *t.peak_allocated > best) {
-      best = *t.peak_allocated;
-      a.peak_device = t.device;
-      a.sites_at_peak = attribute(t.live_at_peak, site_cache);
-    }
-  }
-  a.pools = free_by_pool_and_stream(s);
-  {
-    PhaseTimer t("ooms");
-    a.ooms = analyze_ooms(s, a.trace, a.timelines);
-  }
-  for (const DeviceTimeline& t : a.timelines) {  // a.ooms is in timeline order
-    for (const auto& live : t.live_at_oom) a.sites_at_oom.push_back(attribute(live_items(t, live), site_cache));
-  }
-  a.invariant_violations = check_invariants(s, a.totals, a.sites);
-  for (auto& v : implausible_values(s)) a.invariant_violations.push_back(std::move(v));
+  static_cast<Replay&>(a) = replay(s);
+  static_cast<Measures&>(a) = measure(s, a);
   PhaseTimer t("findings");
-  a.patterns = allocator_patterns(s, a);
-  a.diagnosis = diagnose(s, a);
-  for (auto& p : a.diagnosis.patterns) a.patterns.push_back(std::move(p));
-  a.diagnosis.patterns.clear();
-  conclude(s, a);
+  static_cast<Diagnosed&>(a) = diagnose_patterns(s, a);
+  settle_categories(a.patterns, a.sites);
+  static_cast<Conclusions&>(a) = conclude(s, a);
   return a;
 }
 

@@ -1,4 +1,4 @@
-// Everything memsnap concludes from one snapshot, as plain data for the report writers.
+// Everything memsnap concludes from one snapshot, stage by stage, as plain data for the report writers.
 #pragma once
 
 #include <cstdint>
@@ -24,32 +24,60 @@ struct AnalyzeOptions {
 };
 
 
-// Filled by the stages in order: measure (totals .. invariant_violations), diagnose (diagnosis,
-// patterns), conclude (headline, next_steps, uncertainties; the only writer of those, also for a
-// diff and a rank directory: analysis/conclude.h).
-struct Analysis {
+// The stages, each a function from the structs before it to its own struct:
+//
+//   Snapshot ─replay─▶ Replay ─measure─▶ Measures ─diagnose─▶ Diagnosed ─conclude─▶ Conclusions
+//
+// An Analysis is all four (fields are reached directly: analysis.totals, analysis.patterns).
+
+// The trace replayed once per device: curves, lifetimes with their provenance, live sets at the
+// peak and before each OOM, step marks (timeline.h).
+struct Replay {
+  std::vector<DeviceTimeline> timelines;
+};
+
+// Numbers measured from the final state and the replay.
+struct Measures {
   TotalsReport totals;
   TraceSummary trace;
-  std::vector<Site> sites;          // all live sites, largest first; categories settled by conclude
-  std::vector<DeviceTimeline> timelines;
+  std::vector<Site> sites;          // all live sites, largest first; categories settled before conclude
   std::vector<Site> sites_at_peak;  // on the device with the highest peak
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
-  std::vector<OomAnalysis> ooms;
+  std::vector<OomAnalysis> ooms;     // one struct per OOM moment
   std::vector<std::vector<Site>> sites_at_oom;  // parallel to ooms: live sites just before each OOM
   std::vector<std::string> invariant_violations;
-  Diagnosis diagnosis;              // steps and the measured facts behind each pattern
+};
+
+// What the diagnosis reads.
+struct Measured : Replay, Measures {
+  AnalyzeOptions options;
+};
+
+// The named patterns found, and the facts each was decided from.
+struct Diagnosed {
+  Diagnosis diagnosis;  // steps and the measured facts behind each pattern
   std::vector<Pattern> patterns;
+};
+
+// Written only by the conclude stage (conclude.h), also for a diff and a rank directory.
+struct Conclusions {
   std::string headline;
   std::vector<NextStep> next_steps;
   std::vector<Sentence> uncertainties;
-  AnalyzeOptions options;
 };
+
+struct Analysis : Measured, Diagnosed, Conclusions {};
+
+Replay replay(const Snapshot& snapshot);
+Measures measure(const Snapshot& snapshot, const Replay& replay);
+// allocator_patterns, then the patterns of patterns.h, in report order.
+Diagnosed diagnose_patterns(const Snapshot& snapshot, const Measured& measured);
 
 Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options = {});
 
 // The patterns of the allocator's state (analysis/allocator_patterns.cpp): fragmentation and
 // capacity at each OOM, cached memory, pending frees, memory outside PyTorch.
-std::vector<Pattern> allocator_patterns(const Snapshot& snapshot, const Analysis& analysis);
+std::vector<Pattern> allocator_patterns(const Snapshot& snapshot, const Measured& measured);
 
 }  // namespace memsnap

@@ -17,16 +17,6 @@ const Pattern* find_pattern(const std::vector<Pattern>& patterns, PatternId id) 
   return nullptr;
 }
 
-// A site the growing_container pattern names holds a user container's tensors.
-void settle_categories(Analysis& a) {
-  for (const Pattern& p : a.patterns) {
-    if (p.id != PatternId::GrowingContainer) continue;
-    for (Site& site : a.sites) {
-      if (std::find(p.sites.begin(), p.sites.end(), site.site) != p.sites.end()) site.category = Category::UserContainer;
-    }
-  }
-}
-
 std::string largest_site_headline(const Analysis& a) {
   const Totals& t = a.totals.overall;
   if (a.sites.empty() || t.allocated == 0) {
@@ -159,12 +149,16 @@ bool is_diff_capture(const NextStep& s) {
 
 }  // namespace
 
-void conclude(const Snapshot& s, Analysis& a) {
-  settle_categories(a);
-  a.headline = headline(a);
-  a.next_steps = next_steps(a);
-  a.uncertainties = uncertainties(s, a);
+void settle_categories(const std::vector<Pattern>& patterns, std::vector<Site>& sites) {
+  for (const Pattern& p : patterns) {
+    if (p.id != PatternId::GrowingContainer) continue;
+    for (Site& site : sites) {
+      if (std::find(p.sites.begin(), p.sites.end(), site.site) != p.sites.end()) site.category = Category::UserContainer;
+    }
+  }
 }
+
+Conclusions conclude(const Snapshot& s, const Analysis& a) { return {headline(a), next_steps(a), uncertainties(s, a)}; }
 
 void conclude_diff(const DiffReport& d, Analysis& a) {
   a.headline = diff_headline(d);

@@ -11,8 +11,12 @@
 
 namespace memsnap {
 
-// One snapshot: settles the site categories, then writes headline, next steps, uncertainties.
-void conclude(const Snapshot& snapshot, Analysis& analysis);
+// The last word on a site's category: a site the growing_container pattern names holds a user
+// container's tensors. Run once, before conclude() and before any diff or report reads the sites.
+void settle_categories(const std::vector<Pattern>& patterns, std::vector<Site>& sites);
+
+// One snapshot: the headline, next steps and uncertainties.
+Conclusions conclude(const Snapshot& snapshot, const Analysis& analysis);
 
 // The pair: the diff's patterns merged into LATER's (by id), its headline, next steps and
 // warnings; `later` was concluded as one snapshot first.

@@ -89,7 +89,7 @@ void diagnose_growth(const Snapshot& s, const DeviceTimeline& t, std::size_t dev
 }
 
 // The patterns that need only the steps and the lifetimes: cycles, optimizer spike, activations.
-void diagnose_lifetimes(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, DeviceResult& r) {
+void diagnose_lifetimes(const Snapshot& s, const Measured& a, const DeviceTimeline& t, DeviceResult& r) {
   using namespace patterns_detail;
   SiteIndex sites(s);
   CategoryMemo category(s);
@@ -100,7 +100,7 @@ void diagnose_lifetimes(const Snapshot& s, const Analysis& a, const DeviceTimeli
 
 }  // namespace
 
-Diagnosis diagnose(const Snapshot& s, const Analysis& a) {
+Diagnosis diagnose(const Snapshot& s, const Measured& a) {
   Diagnosis d;
   using namespace patterns_detail;
   const std::size_t devices = a.timelines.size();

@@ -39,7 +39,7 @@ namespace memsnap {
 
 ModelState model_state(const Snapshot& snapshot);
 
-Diagnosis diagnose(const Snapshot& snapshot, const Analysis& analysis);
+Diagnosis diagnose(const Snapshot& snapshot, const Measured& measured);
 
 // The pattern for DDP replication found across ranks or in one snapshot.
 Pattern replicated_gradients_pattern(const ModelState& state, std::size_t ranks, bool oom);

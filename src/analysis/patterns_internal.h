@@ -75,7 +75,7 @@ Pattern container_pattern(const std::vector<SiteGrowth>& sites, const Steps& st,
 
 // Memory: optimizer_state_spike and activation_pressure (patterns_memory.cpp).
 std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
-                                              SiteIndex& sites, const Analysis& a);
+                                              SiteIndex& sites, const Measured& a);
 Pattern optimizer_pattern(const OptimizerSpike& o);
 std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
                                                       const Steps& st, CategoryMemo& category);

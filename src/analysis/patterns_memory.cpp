@@ -13,7 +13,7 @@ namespace memsnap::patterns_detail {
 // ---------------------------------------------------------- optimizer state
 
 std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
-                                              SiteIndex& sites, const Analysis& a) {
+                                              SiteIndex& sites, const Measured& a) {
   const auto& events = s.events_of(t.device);
   OptimizerStacks is_opt(s);
   const auto runs = optimizer_runs(t, is_opt);
