@@ -34,7 +34,7 @@ i=0
 while [ $i -lt "$rounds" ]; do
   while IFS='|' read -r name cmd; do
     # shellcheck disable=SC2086  # the arguments are split on purpose
-    if /usr/bin/time -f "%e %M" -o "$work/t" "$memsnap" $cmd >/dev/null 2>"$work/err"; then
+    if /usr/bin/time -f "%e %M %U %S" -o "$work/t" "$memsnap" $cmd >/dev/null 2>"$work/err"; then
       echo "$name $(cat "$work/t")" >>"$work/times"
     else
       echo "$name failed: $(head -c 300 "$work/err")"
@@ -44,7 +44,10 @@ while [ $i -lt "$rounds" ]; do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 while IFS='|' read -r name cmd; do
-  grep "^$name " "$work/times" | sort -k2,2n | awk -v n="$name" '{t[NR]=$2; if ($3>m) m=$3}
-    END {if (NR) printf "%s %.3f %.3f %.0f\n", n, t[1], t[int((NR+1)/2)], m/1024}'
+  cpu=$(grep "^$name " "$work/times" | awk '{print $4 + $5}' | sort -n | awk '{c[NR]=$1} END {if (NR) print c[int((NR+1)/2)]}')
+  grep "^$name " "$work/times" | sort -k2,2n | awk -v n="$name" -v cpu="$cpu" '{t[NR]=$2; if ($3>m) m=$3}
+    END {if (NR) printf "%s %.3f %.3f %.0f %.3f\n", n, t[1], t[int((NR+1)/2)], m/1024, cpu}'
 done <"$work/cases" >"$work/summary"
-awk 'NR==1 {r=$3} {printf "%-18s best %6.3f s  median %6.3f s  max RSS %5d MiB  %.2fx the report\n", $1, $2, $3, $4, $3/r}' "$work/summary"
+# The ratios: median wall time, and median CPU time (user + system), against the report's.
+awk 'NR==1 {r=$3; rc=$5}
+  {printf "%-18s best %6.3f s  median %6.3f s (%.2fx)  CPU %6.3f s (%.2fx)  max RSS %5d MiB\n", $1, $2, $3, $3/r, $5, $5/rc, $4}' "$work/summary"

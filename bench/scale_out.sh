@@ -20,16 +20,19 @@ corpus=${MEMSNAP_CORPUS:-$here/../../shared/corpus/real}
 rm -rf "$work" && mkdir -p "$work/reports"
 trap 'rm -rf "$work"' EXIT
 
-# Runs "$@" $rounds times; prints "best median" wall seconds and the largest max RSS in MiB.
+# Runs "$@" $rounds times; prints the best and median wall seconds, the median CPU seconds (user +
+# system: what the run costs whatever else the machine runs) and the largest max RSS in MiB.
 timed() {
   : >"$work/times"
   i=0
   while [ $i -lt "$rounds" ]; do
-    /usr/bin/time -f "%e %M" -o "$work/time1" "$@" >/dev/null
+    /usr/bin/time -f "%e %U %S %M" -o "$work/time1" "$@" >/dev/null
     cat "$work/time1" >>"$work/times"
     i=$((i + 1))
   done
-  sort -n "$work/times" | awk '{t[NR]=$1; if ($2>m) m=$2} END {printf "best %.3f s, median %.3f s, max RSS %.0f MiB", t[1], t[int((NR+1)/2)], m/1024}'
+  cpu=$(awk '{print $2 + $3}' "$work/times" | sort -n | awk '{c[NR]=$1} END {printf "%.2f", c[int((NR+1)/2)]}')
+  sort -n "$work/times" | awk -v cpu="$cpu" '{t[NR]=$1; if ($4>m) m=$4}
+    END {printf "best %.2f s, median %.2f s wall, %s s CPU, max RSS %.0f MiB", t[1], t[int((NR+1)/2)], cpu, m/1024}'
 }
 
 echo "== load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
