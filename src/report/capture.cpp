@@ -17,6 +17,7 @@ constexpr const char* kSizing = R"(# stacks="python" records Python frames only,
 # you want: events per step x steps, with memsnap needing 3 complete steps in the window for a
 # leak verdict. memsnap's report says how many events and steps a snapshot holds; the file
 # grows by several KB per entry.
+
 )";
 
 constexpr const char* kMinimalBody = R"(import torch
