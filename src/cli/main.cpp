@@ -66,18 +66,19 @@ int run_dump(int argc, char** argv) {
 
 int run_capture(int argc, char** argv) {
   CLI::App app{"memsnap capture: print ready-to-paste snapshot capture recipes", "memsnap capture"};
-  bool oom = false, diff = false, distributed = false;
+  bool oom = false, diff = false;
   app.add_flag("--oom", oom, "dump a snapshot automatically when CUDA runs out of memory");
   app.add_flag("--diff", diff, "capture a pair of snapshots to diff with --diff");
+  bool distributed = false;
   app.add_flag("--distributed", distributed, "one snapshot per rank (rankN.pickle), and the failing rank's at an OOM");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (distributed) return write_output(memsnap::capture_recipe(memsnap::CaptureKind::Distributed), "") ? 0 : kExitInput;
   const std::string text = memsnap::capture_recipe(oom ? memsnap::CaptureKind::Oom
-                                                   : diff ? memsnap::CaptureKind::Diff
-                                                   : distributed ? memsnap::CaptureKind::Distributed : memsnap::CaptureKind::Minimal);
+                                                       : diff ? memsnap::CaptureKind::Diff : memsnap::CaptureKind::Minimal);
   return write_output(text, "") ? 0 : kExitInput;
 }
 
