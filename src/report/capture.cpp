@@ -69,9 +69,9 @@ constexpr const char* kDistributedBody = R"(import os
 import torch
 import torch.distributed as dist
 
+torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
 dist.init_process_group("nccl")          # torchrun / srun set RANK, WORLD_SIZE, LOCAL_RANK
 rank = dist.get_rank()
-torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
 out = os.environ.get("MEMSNAP_DIR", "snapshots")  # a folder every rank can write
 os.makedirs(f"{out}/oom", exist_ok=True)
 dumped = False

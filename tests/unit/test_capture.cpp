@@ -60,7 +60,7 @@ TEST(Capture, DistributedRecipeNamesEachRanksSnapshot) {
   test::TempDir dir("capture_ranks");
   const test::CliRun r = run_recipe("--distributed", dir, "RANK=3 LOCAL_RANK=1");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, "init_process_group backend=nccl\nset_device device=1\n" + kStart + "_cuda_attach_out_of_memory_observer\n"
+  EXPECT_EQ(r.out, "set_device device=1\ninit_process_group backend=nccl\n" + kStart + "_cuda_attach_out_of_memory_observer\n"
                    "_dump_snapshot filename=snapshots/rank3.pickle\n" + kStop + "steps run 21\n");
   EXPECT_TRUE(fs::is_regular_file(dir.path / "snapshots/rank3.pickle"));
   // The OOM dumps go to a subfolder, which `memsnap DIR` does not read as a rank.
@@ -71,7 +71,7 @@ TEST(Capture, DistributedRecipeDumpsTheFailingRankOnce) {
   test::TempDir dir("capture_ranks_oom");
   const test::CliRun r = run_recipe("--distributed", dir, "RANK=5 MEMSNAP_DIR=shared", "--oom");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out, "raised OutOfMemoryError\ninit_process_group backend=nccl\nset_device device=0\n" + kStart +
+  EXPECT_EQ(r.out, "raised OutOfMemoryError\nset_device device=0\ninit_process_group backend=nccl\n" + kStart +
                        "_cuda_attach_out_of_memory_observer\n_dump_snapshot filename=shared/oom/rank5.pickle\nsteps run 4\n");
   EXPECT_TRUE(fs::is_regular_file(dir.path / "shared/oom/rank5.pickle"));
   EXPECT_FALSE(fs::exists(dir.path / "shared/rank5.pickle"));
