@@ -61,11 +61,14 @@ int run_capture(int argc, char** argv) {
   bool oom = false, diff = false;
   app.add_flag("--oom", oom, "dump a snapshot automatically when CUDA runs out of memory");
   app.add_flag("--diff", diff, "capture a pair of snapshots to diff with --diff");
+  bool distributed = false;
+  app.add_flag("--distributed", distributed, "one snapshot per rank (rankN.pickle), and the failing rank's at an OOM");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (distributed) return write_output(memsnap::capture_recipe(memsnap::CaptureKind::Distributed), "") ? 0 : kExitInput;
   const std::string text = memsnap::capture_recipe(oom ? memsnap::CaptureKind::Oom
                                                        : diff ? memsnap::CaptureKind::Diff : memsnap::CaptureKind::Minimal);
   return write_output(text, "") ? 0 : kExitInput;
@@ -75,7 +78,7 @@ int run_analyze(int argc, char** argv) {
   CLI::App app{"memsnap: analyze a PyTorch CUDA memory snapshot (pickle or JSON, optionally gzip/zstd)\n"
                "  memsnap PATH            analyze one snapshot\n"
                "  memsnap dump PATH --what segments|blocks|trace|frames|settings|annotations\n"
-               "  memsnap capture [--oom | --diff]",
+               "  memsnap capture [--oom | --diff | --distributed]",
                "memsnap"};
   std::string path, diff_path, format = "text", out_path, device_used, max_events_text = "1000000";
   int top = 10;

@@ -5,7 +5,7 @@
 
 namespace memsnap {
 
-enum class CaptureKind { Minimal, Oom, Diff, NoPath };
+enum class CaptureKind { Minimal, Oom, Diff, Distributed, NoPath };
 std::string capture_recipe(CaptureKind kind);
 
 }  // namespace memsnap
