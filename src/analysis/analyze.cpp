@@ -67,8 +67,12 @@ Measures measure(const Snapshot& s, const Replay& r) {
     PhaseTimer t("ooms");
     m.ooms = analyze_ooms(s, m.trace, r.timelines);
   }
-  for (const DeviceTimeline& t : r.timelines) {  // m.ooms is in timeline order
-    for (const auto& live : t.live_at_oom) m.sites_at_oom.push_back(attribute(live_items(t, live), site_cache));
+  std::size_t k = 0;  // m.ooms is in timeline order
+  for (const DeviceTimeline& t : r.timelines) {
+    for (const auto& live : t.live_at_oom) {
+      if (k < m.ooms.size()) m.ooms[k].sites_before = attribute(live_items(t, live), site_cache);
+      ++k;
+    }
   }
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));

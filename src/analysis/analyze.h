@@ -44,8 +44,7 @@ struct Measures {
   std::vector<Site> sites_at_peak;  // on the device with the highest peak
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
-  std::vector<OomAnalysis> ooms;     // one struct per OOM moment
-  std::vector<std::vector<Site>> sites_at_oom;  // parallel to ooms: live sites just before each OOM
+  std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
   std::vector<std::string> invariant_violations;
 };
 

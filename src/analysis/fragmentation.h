@@ -61,6 +61,7 @@ struct OomAnalysis {
   OomVerdict verdict = OomVerdict::Unclear;
   std::uint64_t suggested_max_split_mb = 0;  // for max_split_size_mb:<N>, from the request
   std::string reason;                         // one sentence citing the numbers
+  std::vector<Site> sites_before;             // live sites just before it (filled by measure())
 };
 
 // One analysis per entry of trace.ooms (summarize_trace of the same timelines), from the

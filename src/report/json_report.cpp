@@ -219,7 +219,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["fragments_in_pool_at_oom"] = o.fragments_in_pool;
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
-    if (i < a.sites_at_oom.size()) ooms[i]["top_sites"] = sites_json(a.sites_at_oom[i], 5);
+    ooms[i]["top_sites"] = sites_json(o.sites_before, 5);
   }
   auto timelines = nlohmann::ordered_json::array();
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t));

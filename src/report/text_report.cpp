@@ -152,12 +152,7 @@ void timeline_section(std::string& out, const Analysis& a) {
     out += wrap(fmt::format("OOM on device {}: {} requested, {} free on the device; verdict {}. {}", o.event.device,
                             format_bytes(o.event.size), format_bytes(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
                 "  ", "    ");
-    if (k < a.sites_at_oom.size()) {
-      const auto& sites = a.sites_at_oom[k];
-      for (std::size_t i = 0; i < sites.size() && i < 3; ++i) {
-        out += brief_site_line("    held then: ", sites[i]);
-      }
-    }
+    for (std::size_t i = 0; i < o.sites_before.size() && i < 3; ++i) out += brief_site_line("    held then: ", o.sites_before[i]);
   }
   const bool peak_shown = std::any_of(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) {
     return t.device == a.peak_device && peak_certainty(t) != PeakCertainty::TooShort;
