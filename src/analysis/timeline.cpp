@@ -95,9 +95,12 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
     }
     run.clear();
   };
+  std::int64_t last_time = std::numeric_limits<std::int64_t>::min();
   for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
     ++t.actions[static_cast<std::size_t>(e.action)];
+    if (!e.has_time || e.time_us < last_time) t.times_ascending = false;
+    last_time = e.time_us;
     if (e.action == Action::Alloc) {
       close_run();
       auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});

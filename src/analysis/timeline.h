@@ -1,5 +1,6 @@
-// Replaying device_traces: the live-bytes curve (anchored at the final state), the peak and what
-// was live then, alloc/free pairing, frees still pending, and step boundaries from annotations.
+// Replaying device_traces: the live-bytes and reserved curves (anchored at the final state), the
+// peaks and what was live then, alloc/free pairing, frees still pending, and step boundaries
+// from annotations.
 #pragma once
 
 #include <array>
@@ -72,6 +73,7 @@ struct DeviceTimeline {
   std::optional<std::int64_t> peak_allocated;
   std::optional<std::int64_t> peak_reserved;  // from segment events, backwards from the final reserved bytes
   bool reserved_peak_at_window_start = false;  // reached only before the window's first segment event
+  bool times_ascending = true;      // every kept event has a time and times never go backwards
   std::size_t peak_index = 0;       // the peak is the state after the first peak_index events
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;

@@ -1,5 +1,6 @@
-// The HTML report's data: downsampled timelines, per-site stacks and segment maps, put into the
-// template that cmake/embed_assets.cmake generates from src/report/html and the chart library.
+// The HTML report's data: downsampled timelines, per-site stacks and segment maps, all read from
+// the analysis' replay (DeviceTimeline) and layouts, put into the template that
+// cmake/embed_assets.cmake generates from src/report/html and the chart library.
 #include "report/html_report.h"
 
 #include <algorithm>
@@ -82,17 +83,13 @@ class SiteTable {
   ojson out_ = ojson::array();
 };
 
-// Time axis: every kept event has a time and times never go backwards on any device.
+// Time axis: every kept event has a time and times never go backwards on any device (the replay's
+// DeviceTimeline::times_ascending); t0 is the earliest first time.
 bool has_time_axis(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, std::int64_t& t0) {
   t0 = std::numeric_limits<std::int64_t>::max();
   for (const DeviceTimeline& t : timelines) {
-    const auto& events = s.events_of(t.device);
-    std::int64_t last = std::numeric_limits<std::int64_t>::min();
-    for (const TraceEvent& e : events) {
-      if (!e.has_time || e.time_us < last) return false;
-      last = e.time_us;
-    }
-    if (!events.empty()) t0 = std::min(t0, events.front().time_us);
+    if (!t.times_ascending) return false;
+    if (const auto& events = s.events_of(t.device); !events.empty()) t0 = std::min(t0, events.front().time_us);
   }
   return !timelines.empty();
 }
