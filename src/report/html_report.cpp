@@ -101,6 +101,12 @@ std::int64_t time_at(const TraceEvents& events, std::size_t k) {
   return events[i == 0 ? 0 : i - 1].time_us;
 }
 
+// Microseconds from t0 to the state after k events, wrapping on absurd times (hostile input)
+// instead of overflowing.
+std::int64_t since(const TraceEvents& events, std::size_t k, std::int64_t t0) {
+  return subtract_live_delta(time_at(events, k), static_cast<std::uint64_t>(t0));
+}
+
 // x values (event index, and microseconds since t0 on a time axis) of kept indices.
 void put_x(ojson& j, const std::vector<std::size_t>& idx, const TraceEvents& events, bool timed,
            std::int64_t t0) {
@@ -108,14 +114,14 @@ void put_x(ojson& j, const std::vector<std::size_t>& idx, const TraceEvents& eve
   if (!timed) return;
   std::vector<std::int64_t> t;
   t.reserve(idx.size());
-  for (std::size_t k : idx) t.push_back(time_at(events, k) - t0);
+  for (std::size_t k : idx) t.push_back(since(events, k, t0));
   j["t_us"] = t;
 }
 
 ojson marker(std::size_t k, const TraceEvents& events, bool timed, std::int64_t t0) {
   ojson m;
   m["index"] = k;
-  if (timed) m["t_us"] = time_at(events, k) - t0;
+  if (timed) m["t_us"] = since(events, k, t0);
   return m;
 }
 
