@@ -52,16 +52,29 @@ void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
   if (best > 0 && events[best - 1].has_time) t.peak_time_us = events[best - 1].time_us;
 }
 
-// Backwards from the final reserved bytes through the segment events (after pair_events).
-void find_peak_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t end_reserved) {
+// Backwards from the final reserved bytes through the segment events (after pair_events): the
+// reserved curve's steps, its peak and the first state that holds it.
+void fill_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t end_reserved) {
+  const std::size_t n = t.segment_events.size();
+  t.reserved_after.resize(n);
   std::int64_t reserved = end_reserved;
   std::int64_t later = reserved;  // the largest reserved after the window's first segment event
-  for (std::size_t k = t.segment_events.size(); k-- > 0;) {
+  for (std::size_t k = n; k-- > 0;) {
+    t.reserved_after[k] = reserved;
     later = std::max(later, reserved);
     reserved = subtract_live_delta(reserved, reserved_delta(events[t.segment_events[k]]));
   }
+  t.reserved_start = reserved;
   t.peak_reserved = std::max(later, reserved);
   t.reserved_peak_at_window_start = reserved > later;
+  t.reserved_peak_index = 0;
+  if (reserved >= later) return;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (t.reserved_after[k] == later) {
+      t.reserved_peak_index = t.segment_events[k] + 1;
+      return;
+    }
+  }
 }
 
 // One forward pass pairs every free_completed with the open alloc of its address (nearest in
@@ -82,9 +95,12 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
     }
     run.clear();
   };
+  std::int64_t last_time = std::numeric_limits<std::int64_t>::min();
   for (std::size_t k = 0; k < events.size(); ++k) {
     const TraceEvent& e = events[k];
     ++t.actions[static_cast<std::size_t>(e.action)];
+    if (!e.has_time || e.time_us < last_time) t.times_ascending = false;
+    last_time = e.time_us;
     if (e.action == Action::Alloc) {
       close_run();
       auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
@@ -182,6 +198,24 @@ std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, co
   return out;
 }
 
+std::int64_t reserved_at(const DeviceTimeline& t, std::size_t k) {
+  // The segment events before state k are those with an index below k.
+  const auto steps = std::lower_bound(t.segment_events.begin(), t.segment_events.end(), k) - t.segment_events.begin();
+  return steps == 0 ? t.reserved_start : t.reserved_after[static_cast<std::size_t>(steps) - 1];
+}
+
+std::vector<std::int64_t> reserved_curve(const DeviceTimeline& t) {
+  std::vector<std::int64_t> out;
+  out.reserve(t.events + 1);
+  out.push_back(t.reserved_start);
+  for (std::size_t i = 0; i < t.segment_events.size(); ++i) {
+    out.resize(t.segment_events[i] + 1, out.back());  // unchanged up to the segment event
+    out.push_back(t.reserved_after[i]);
+  }
+  out.resize(t.events + 1, out.back());
+  return out;
+}
+
 const Block* final_block_of(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime) {
   const auto it = std::lower_bound(t.final_blocks.begin(), t.final_blocks.end(), std::make_pair(lifetime, std::size_t{0}));
   if (it == t.final_blocks.end() || it->first != lifetime || it->second >= s.blocks.size()) return nullptr;
@@ -219,7 +253,7 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   });
   parallel_for(out.size(), [&](std::size_t i) {
     DeviceTimeline& t = out[i];
-    find_peak_reserved(t, s.events_of(t.device), end_reserved[i]);
+    fill_reserved(t, s.events_of(t.device), end_reserved[i]);
     mark_steps(t, s, s.events_of(t.device));
     find_live_at_peak_and_ooms(t);
   });

@@ -1,5 +1,6 @@
-// Replaying device_traces: the live-bytes curve (anchored at the final state), the peak and what
-// was live then, alloc/free pairing, frees still pending, and step boundaries from annotations.
+// Replaying device_traces: the live-bytes and reserved curves (anchored at the final state), the
+// peaks and what was live then, alloc/free pairing, frees still pending, and step boundaries
+// from annotations.
 #pragma once
 
 #include <array>
@@ -72,6 +73,7 @@ struct DeviceTimeline {
   std::optional<std::int64_t> peak_allocated;
   std::optional<std::int64_t> peak_reserved;  // from segment events, backwards from the final reserved bytes
   bool reserved_peak_at_window_start = false;  // reached only before the window's first segment event
+  bool times_ascending = true;      // every kept event has a time and times never go backwards
   std::size_t peak_index = 0;       // the peak is the state after the first peak_index events
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;
@@ -98,6 +100,12 @@ struct DeviceTimeline {
   std::vector<std::pair<std::size_t, std::size_t>> final_blocks;
   FreeBursts free_bursts;
   std::vector<std::size_t> segment_events;  // indices of segment_alloc/free/map/unmap events
+  // The reserved-bytes curve, stored where it changes (8 bytes a segment event, not an event):
+  // reserved_start before the first event, reserved_after[i] after segment_events[i]. Walked
+  // backwards from the final segments' bytes (held at INT64_MAX); see reserved_at().
+  std::int64_t reserved_start = 0;
+  std::vector<std::int64_t> reserved_after;
+  std::size_t reserved_peak_index = 0;  // the first state holding peak_reserved
 };
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
@@ -114,6 +122,11 @@ const char* peak_certainty_name(PeakCertainty certainty);
 // Indices into timeline.lifetimes of the allocations live just before each kept event index in
 // `ascending` (sorted), in one pass over the lifetimes.
 std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& timeline, const std::vector<std::size_t>& ascending);
+
+// Reserved bytes in the state after the first k events (k <= events).
+std::int64_t reserved_at(const DeviceTimeline& timeline, std::size_t k);
+// reserved_at(k) for every k in 0 .. events, for plots (8 bytes an event: built on demand).
+std::vector<std::int64_t> reserved_curve(const DeviceTimeline& timeline);
 
 // The final block of a lifetime still live at the end; null when the final state lacks it.
 const Block* final_block_of(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime);

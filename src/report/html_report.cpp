@@ -1,5 +1,6 @@
-// The HTML report's data: downsampled timelines, per-site stacks and segment maps, put into the
-// template that cmake/embed_assets.cmake generates from src/report/html and the chart library.
+// The HTML report's data: downsampled timelines, per-site stacks and segment maps, all read from
+// the analysis' replay (DeviceTimeline) and layouts, put into the template that
+// cmake/embed_assets.cmake generates from src/report/html and the chart library.
 #include "report/html_report.h"
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include "analysis/layout_replay.h"
 #include "report/downsample.h"
 #include "report/json_report.h"
-#include "base/address_map.h"
 
 namespace memsnap {
 namespace {
@@ -36,16 +36,15 @@ int state_code(BlockState s) {
   return kUnknownState;
 }
 
-// Sites of stacks, keyed by the chosen frame as in attribution.cpp; numbered internally as
-// they are met, and in the output only when something drawn refers to them.
+// Sites of stacks, keyed by the chosen frame (SiteCache::key, as the analysis' sites); numbered
+// internally as they are met, and in the output only when something drawn refers to them.
 class SiteTable {
  public:
-  explicit SiteTable(const Snapshot& s) : s_(s) {}
+  explicit SiteTable(const Snapshot& s) : s_(s), cache_(s) {}
 
   std::uint32_t of_stack(StackId stack) {
     if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
-    const SiteChoice c = stack == kNoStack ? SiteChoice{} : choose_site(s_, stack);
-    const std::uint64_t key = c.found ? std::uint64_t(c.frame) + 1 : 0;
+    const std::uint64_t key = cache_.key(stack);
     auto [pos, inserted] = by_key_.emplace(key, static_cast<std::uint32_t>(keys_.size()));
     if (inserted) {
       keys_.push_back(key);
@@ -76,6 +75,7 @@ class SiteTable {
 
  private:
   const Snapshot& s_;
+  SiteCache cache_;  // the chosen frame of each stack, as the analysis' sites
   std::unordered_map<StackId, std::uint32_t> by_stack_;
   std::unordered_map<std::uint64_t, std::uint32_t> by_key_;
   std::vector<std::uint64_t> keys_;
@@ -83,17 +83,13 @@ class SiteTable {
   ojson out_ = ojson::array();
 };
 
-// Time axis: every kept event has a time and times never go backwards on any device.
+// Time axis: every kept event has a time and times never go backwards on any device (the replay's
+// DeviceTimeline::times_ascending); t0 is the earliest first time.
 bool has_time_axis(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, std::int64_t& t0) {
   t0 = std::numeric_limits<std::int64_t>::max();
   for (const DeviceTimeline& t : timelines) {
-    const auto& events = s.events_of(t.device);
-    std::int64_t last = std::numeric_limits<std::int64_t>::min();
-    for (const TraceEvent& e : events) {
-      if (!e.has_time || e.time_us < last) return false;
-      last = e.time_us;
-    }
-    if (!events.empty()) t0 = std::min(t0, events.front().time_us);
+    if (!t.times_ascending) return false;
+    if (const auto& events = s.events_of(t.device); !events.empty()) t0 = std::min(t0, events.front().time_us);
   }
   return !timelines.empty();
 }
@@ -105,23 +101,10 @@ std::int64_t time_at(const TraceEvents& events, std::size_t k) {
   return events[i == 0 ? 0 : i - 1].time_us;
 }
 
-// Reserved bytes after each event, walked backwards from the final reserved bytes.
-std::vector<std::int64_t> reserved_curve(const TraceEvents& events, std::int64_t end_reserved) {
-  std::vector<std::int64_t> r(events.size() + 1);
-  r[events.size()] = end_reserved;
-  for (std::size_t k = events.size(); k-- > 0;) {
-    const TraceEvent& e = events[k];
-    const auto size = static_cast<std::int64_t>(e.size);
-    std::int64_t d = 0;
-    if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap) d = size;
-    else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap) d = -size;
-    r[k] = r[k + 1] - d;
-  }
-  return r;
-}
-
-std::size_t argmax(const std::vector<std::int64_t>& v) {
-  return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+// Microseconds from t0 to the state after k events, wrapping on absurd times (hostile input)
+// instead of overflowing.
+std::int64_t since(const TraceEvents& events, std::size_t k, std::int64_t t0) {
+  return subtract_live_delta(time_at(events, k), static_cast<std::uint64_t>(t0));
 }
 
 // x values (event index, and microseconds since t0 on a time axis) of kept indices.
@@ -131,14 +114,14 @@ void put_x(ojson& j, const std::vector<std::size_t>& idx, const TraceEvents& eve
   if (!timed) return;
   std::vector<std::int64_t> t;
   t.reserve(idx.size());
-  for (std::size_t k : idx) t.push_back(time_at(events, k) - t0);
+  for (std::size_t k : idx) t.push_back(since(events, k, t0));
   j["t_us"] = t;
 }
 
 ojson marker(std::size_t k, const TraceEvents& events, bool timed, std::int64_t t0) {
   ojson m;
   m["index"] = k;
-  if (timed) m["t_us"] = time_at(events, k) - t0;
+  if (timed) m["t_us"] = since(events, k, t0);
   return m;
 }
 
@@ -161,69 +144,93 @@ ojson step_markers(const DeviceTimeline& t, const TraceEvents& events, bool time
   return out;
 }
 
-// Live requested bytes per site over the window, for the top sites by their largest live total
-// (plus the site that grew most), sampled at the downsampled points of the allocated curve.
-ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvents& events, std::span<const std::int64_t> curve,
-                    SiteTable& sites, const HtmlOptions& o, bool timed, std::int64_t t0) {
-  const std::size_t n = events.size();
-  std::vector<std::uint32_t> ev_site(n, kNone);
-  std::vector<std::int64_t> delta;
-  auto grow = [&](std::vector<std::int64_t>& v) {
-    if (v.size() < sites.size()) v.resize(sites.size(), 0);
-  };
-  AddressMap<std::uint32_t> open;  // address -> site of its alloc
-  for (std::size_t k = 0; k < n; ++k) {
-    const TraceEvent& e = events[k];
-    if (e.action == Action::Alloc) {
-      const std::uint32_t id = sites.of_stack(e.stack);
-      open[e.addr] = id;
-      ev_site[k] = id;
-      grow(delta);
-      delta[id] += static_cast<std::int64_t>(e.size);
-    } else if (e.action == Action::FreeCompleted) {
-      std::uint32_t id;
-      if (auto it = open.find(e.addr); it != open.end()) {
-        id = it->second;
-        open.erase(it);
-      } else {
-        id = sites.of_stack(e.stack);  // allocated before the window: the free's own stack
-      }
-      ev_site[k] = id;
-      grow(delta);
-      delta[id] -= static_cast<std::int64_t>(e.size);
+// Live requested bytes per site along the replay: each lifetime (analysis/timeline.h) counts for
+// the site of its allocating_stack() in the states alloc+1 .. free, as DeviceTimeline::live_at_peak.
+class SiteWalk {
+ public:
+  SiteWalk(const DeviceTimeline& t, SiteTable& sites) : lifetimes_(t.lifetimes), ending_(t.events, kNone) {
+    site_.reserve(lifetimes_.size());
+    for (std::size_t i = 0; i < lifetimes_.size(); ++i) {
+      const Lifetime& l = lifetimes_[i];
+      site_.push_back(sites.of_stack(allocating_stack(l)));
+      if (l.free != kStillLive && l.free < ending_.size()) ending_[l.free] = static_cast<std::uint32_t>(i);
+    }
+    start_.assign(sites.size(), 0);
+    for (std::size_t i = 0; i < lifetimes_.size(); ++i) {
+      if (lifetimes_[i].alloc == kBeforeWindow) start_[site_[i]] = add_live_delta(start_[site_[i]], lifetimes_[i].size);
+    }
+    most_ = start_;
+    restart();
+  }
+
+  // Back to the state before the first event.
+  void restart() {
+    cur_ = start_;
+    next_ = 0;
+  }
+
+  // Into the state after event k (k = 0, 1, ... in order): the lifetime it ends, then the one it starts.
+  void step(std::size_t k) {
+    if (const std::uint32_t i = ending_[k]; i != kNone) change(site_[i], 0 - lifetimes_[i].size);
+    while (next_ < lifetimes_.size() && lifetimes_[next_].alloc == kBeforeWindow) ++next_;
+    if (next_ < lifetimes_.size() && lifetimes_[next_].alloc == k) {
+      change(site_[next_], lifetimes_[next_].size);
+      ++next_;
     }
   }
-  std::vector<std::int64_t> end;
-  s.for_each_live_block(t.device, [&](const Block& b) {
-    const std::uint32_t id = sites.of_stack(b.stack);
-    grow(end);
-    end[id] += static_cast<std::int64_t>(b.requested_size);
-  });
-  grow(delta);
-  grow(end);
-  std::vector<std::int64_t> cur(sites.size()), most(sites.size());
-  for (std::size_t i = 0; i < cur.size(); ++i) most[i] = cur[i] = end[i] - delta[i];
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::uint32_t id = ev_site[k];
-    if (id == kNone) continue;
-    cur[id] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
-                                                  : -static_cast<std::int64_t>(events[k].size);
-    most[id] = std::max(most[id], cur[id]);
+
+  std::size_t sites() const { return start_.size(); }
+  std::int64_t start(std::uint32_t id) const { return start_[id]; }
+  std::int64_t now(std::uint32_t id) const { return cur_[id]; }
+  std::int64_t most(std::uint32_t id) const { return most_[id]; }  // over every state walked so far
+
+ private:
+  void change(std::uint32_t id, std::uint64_t delta) {
+    cur_[id] = add_live_delta(cur_[id], delta);
+    most_[id] = std::max(most_[id], cur_[id]);
   }
+
+  const Lifetimes& lifetimes_;
+  std::vector<std::uint32_t> site_;    // per lifetime
+  std::vector<std::uint32_t> ending_;  // per event: the lifetime it ends, or kNone
+  std::vector<std::int64_t> start_, cur_, most_;  // per site
+  std::size_t next_ = 0;  // lifetimes_[next_ ..] hold the allocations not yet walked
+};
+
+// The sites drawn: the top ones by their largest live total, plus the one that grew most.
+std::vector<std::uint32_t> top_sites(const SiteWalk& walk, const std::vector<std::int64_t>& growth, std::size_t count,
+                                     std::uint32_t& grower) {
   std::vector<std::uint32_t> order;
-  for (std::uint32_t i = 0; i < most.size(); ++i) {
-    if (most[i] > 0) order.push_back(i);
+  for (std::uint32_t i = 0; i < walk.sites(); ++i) {
+    if (walk.most(i) > 0) order.push_back(i);
   }
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return most[a] > most[b]; });
-  std::vector<std::uint32_t> top(order.begin(), order.begin() + std::min(order.size(), o.stack_sites));
-  std::uint32_t grower = kNone;
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return walk.most(a) > walk.most(b); });
+  std::vector<std::uint32_t> top(order.begin(), order.begin() + std::min(order.size(), count));
+  grower = kNone;
   for (std::uint32_t i : order) {
-    if (delta[i] > 0 && (grower == kNone || delta[i] > delta[grower])) grower = i;
+    if (growth[i] > 0 && (grower == kNone || growth[i] > growth[grower])) grower = i;
   }
   if (grower != kNone && std::find(top.begin(), top.end(), grower) == top.end()) {
-    if (top.size() >= o.stack_sites && !top.empty()) top.back() = grower;
+    if (top.size() >= count && !top.empty()) top.back() = grower;
     else top.push_back(grower);
   }
+  return top;
+}
+
+// Live requested bytes per site over the window, for the top sites by their largest live total
+// (plus the site that grew most), sampled at the downsampled points of the allocated curve.
+ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, std::span<const std::int64_t> curve,
+                    SiteTable& sites, const HtmlOptions& o, bool timed, std::int64_t t0) {
+  const std::size_t n = events.size();
+  SiteWalk walk(t, sites);
+  for (std::size_t k = 0; k < n; ++k) walk.step(k);
+  std::vector<std::int64_t> end(walk.sites()), growth(walk.sites());
+  for (std::uint32_t i = 0; i < walk.sites(); ++i) {
+    end[i] = walk.now(i);
+    growth[i] = subtract_live_delta(end[i], static_cast<std::uint64_t>(walk.start(i)));
+  }
+  std::uint32_t grower = kNone;
+  const std::vector<std::uint32_t> top = top_sites(walk, growth, o.stack_sites, grower);
 
   const std::span<const std::int64_t> curves[] = {curve};
   const std::size_t keep[] = {t.peak_index};
@@ -232,30 +239,27 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
   std::vector<std::int64_t> other;
   for (auto& v : series) v.reserve(idx.size());
   other.reserve(idx.size());
-  for (std::size_t i = 0; i < cur.size(); ++i) cur[i] = end[i] - delta[i];
+  walk.restart();
   std::size_t next = 0;
   for (std::size_t k = 0; k <= n && next < idx.size(); ++k) {
     if (idx[next] == k) {
       std::int64_t sum = 0;
       for (std::size_t j = 0; j < top.size(); ++j) {
-        series[j].push_back(cur[top[j]]);
-        sum += cur[top[j]];
+        series[j].push_back(walk.now(top[j]));
+        sum = add_live_delta(sum, static_cast<std::uint64_t>(walk.now(top[j])));
       }
-      other.push_back(curve[k] - sum);
+      other.push_back(subtract_live_delta(curve[k], static_cast<std::uint64_t>(sum)));
       ++next;
     }
-    if (k < n && ev_site[k] != kNone) {
-      cur[ev_site[k]] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
-                                                            : -static_cast<std::int64_t>(events[k].size);
-    }
+    if (k < n) walk.step(k);
   }
   ojson j;
   put_x(j, idx, events, timed, t0);
   auto arr = ojson::array();
   for (std::size_t i = 0; i < top.size(); ++i) {
     const std::uint32_t id = top[i];
-    arr.push_back({{"site", sites.emit(id)}, {"max", most[id]}, {"start", end[id] - delta[id]}, {"end", end[id]},
-                   {"growth", delta[id]}, {"values", std::move(series[i])}});
+    arr.push_back({{"site", sites.emit(id)}, {"max", walk.most(id)}, {"start", walk.start(id)}, {"end", end[id]},
+                   {"growth", growth[id]}, {"values", std::move(series[i])}});
   }
   j["sites"] = std::move(arr);
   j["other"] = std::move(other);
@@ -266,13 +270,9 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
 ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, SiteTable& sites,
                   const HtmlOptions& o, bool timed, std::int64_t t0) {
   const auto& events = s.events_of(t.device);
-  std::int64_t end_reserved = 0;
-  for (const auto& d : a.totals.devices) {
-    if (d.device == t.device) end_reserved = static_cast<std::int64_t>(d.totals.reserved);
-  }
-  const std::vector<std::int64_t> reserved = reserved_curve(events, end_reserved);
+  const std::vector<std::int64_t> reserved = reserved_curve(t);
   const std::vector<std::int64_t> allocated = t.curve.materialize();
-  const std::size_t reserved_peak = argmax(reserved);
+  const std::size_t reserved_peak = t.reserved_peak_index;
   std::vector<std::size_t> keep{t.peak_index, reserved_peak};
   auto ooms = ojson::array();
   for (std::size_t i = 0; i < a.ooms.size(); ++i) {
@@ -307,7 +307,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
   j["steps"] = step_markers(t, events, timed, t0, o.max_steps);
   j["steps_total"] = t.steps.size();
   j["ooms"] = std::move(ooms);
-  j["stack"] = stacked_sites(s, t, events, allocated, sites, o, timed, t0);
+  j["stack"] = stacked_sites(t, events, allocated, sites, o, timed, t0);
   return j;
 }
 

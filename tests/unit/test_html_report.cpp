@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -210,6 +211,72 @@ LoadedSnapshot synthetic_snapshot(std::size_t devices, std::size_t n, std::size_
   s.has_device_traces_key = true;
   loaded.input.path = "synthetic.pickle";
   return loaded;
+}
+
+// Every input the replay tests read: the example and the generated fixtures.
+std::vector<std::string> replayed_inputs() {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(MEMSNAP_FIXTURE_DIR)) {
+    if (e.path().extension() == ".pickle") paths.push_back(e.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  paths.insert(paths.begin(), std::string(MEMSNAP_DATA_DIR) + "/example.pickle");
+  return paths;
+}
+
+// The stacked view and the analysis read one replay: with every site drawn, the sites' areas at
+// the peak are the analysis' sites at the peak, byte for byte, and nothing is left for "other".
+TEST(HtmlReport, StackedSitesAtThePeakAreTheAnalysisSitesAtThePeak) {
+  HtmlOptions options;
+  options.stack_sites = 100'000;
+  std::size_t checked = 0;
+  for (const std::string& path : replayed_inputs()) {
+    const LoadedSnapshot loaded = load_snapshot(path);
+    const Analysis analysis = analyze(loaded);
+    const ojson plots = html_plot_data(loaded, analysis, options);
+    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) {
+      const DeviceTimeline& t = analysis.timelines[d];
+      if (t.device != analysis.peak_device) continue;
+      const ojson& stack = plots["devices"][d]["stack"];
+      const auto& index = stack["index"];
+      const auto at = std::find(index.begin(), index.end(), t.peak_index);
+      ASSERT_NE(at, index.end()) << path << ": the peak is a point of the stacked view";
+      const auto k = static_cast<std::size_t>(at - index.begin());
+      std::map<std::string, std::int64_t> drawn, measured;
+      for (const auto& site : stack["sites"]) {
+        const std::int64_t bytes = site["values"][k];
+        if (bytes != 0) drawn[plots["sites"][site["site"].get<std::size_t>()]["site"].get<std::string>()] += bytes;
+      }
+      for (const Site& site : analysis.sites_at_peak) measured[site.site] += static_cast<std::int64_t>(site.requested);
+      EXPECT_EQ(drawn, measured) << path;
+      EXPECT_EQ(stack["other"][k], 0) << path;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10u);
+}
+
+// The reserved curve is the replay's: its drawn maximum and its peak marker are peak_reserved.
+TEST(HtmlReport, ReservedCurvePeaksAtTheReplaysPeakReserved) {
+  std::size_t checked = 0;
+  for (const std::string& path : replayed_inputs()) {
+    const LoadedSnapshot loaded = load_snapshot(path);
+    const Analysis analysis = analyze(loaded);
+    const ojson plots = html_plot_data(loaded, analysis);
+    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) {
+      const DeviceTimeline& t = analysis.timelines[d];
+      ASSERT_TRUE(t.peak_reserved) << path;
+      const ojson& device = plots["devices"][d];
+      const auto& reserved = device["timeline"]["reserved"];
+      EXPECT_EQ(*std::max_element(reserved.begin(), reserved.end()), *t.peak_reserved) << path;
+      EXPECT_EQ(device["reserved_peak"]["reserved"], *t.peak_reserved) << path;
+      EXPECT_EQ(device["reserved_peak"]["index"], t.reserved_peak_index) << path;
+      EXPECT_EQ(reserved_at(t, t.reserved_peak_index), *t.peak_reserved) << path;
+      EXPECT_EQ(reserved.front(), t.reserved_start) << path;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10u);
 }
 
 TEST(HtmlReport, LongTimelinesStaySmallAndKeepThePeak) {
