@@ -139,6 +139,7 @@ FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
     id = it->second;
   } else {
     id = static_cast<FrameId>(snap_.frames.size());
+    f.facts = frame_facts(snap_.str(f.filename), snap_.str(f.name));
     snap_.frames.push_back(f);
     frame_index_.emplace(FrameKey{f.filename, f.name, f.line}, id);
   }
