@@ -9,10 +9,10 @@ namespace memsnap {
 namespace {
 
 constexpr TextPattern kAny{};
-constexpr TextPattern is(std::string_view t) { return {Match::Equals, t}; }
-constexpr TextPattern starts(std::string_view t) { return {Match::StartsWith, t}; }
-constexpr TextPattern ends(std::string_view t) { return {Match::EndsWith, t}; }
-constexpr TextPattern has(std::string_view t) { return {Match::Contains, t}; }
+constexpr TextPattern is(std::string_view t) { return {TextMatch::Equals, t}; }
+constexpr TextPattern starts(std::string_view t) { return {TextMatch::StartsWith, t}; }
+constexpr TextPattern ends(std::string_view t) { return {TextMatch::EndsWith, t}; }
+constexpr TextPattern has(std::string_view t) { return {TextMatch::Contains, t}; }
 
 constexpr FactRule kRules[] = {
     // ---- what sort of code (analysis/frame_filter.cpp turns these into a FrameKind) ----
@@ -111,11 +111,11 @@ std::span<const FactRule> frame_fact_rules() { return kRules; }
 
 bool matches(const TextPattern& p, std::string_view text) {
   switch (p.match) {
-    case Match::Any: return true;
-    case Match::Equals: return text == p.text;
-    case Match::StartsWith: return text.starts_with(p.text);
-    case Match::EndsWith: return text.ends_with(p.text);
-    case Match::Contains: return text.find(p.text) != std::string_view::npos;
+    case TextMatch::Any: return true;
+    case TextMatch::Equals: return text == p.text;
+    case TextMatch::StartsWith: return text.starts_with(p.text);
+    case TextMatch::EndsWith: return text.ends_with(p.text);
+    case TextMatch::Contains: return text.find(p.text) != std::string_view::npos;
   }
   return false;
 }

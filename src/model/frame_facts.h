@@ -35,10 +35,10 @@ inline constexpr FrameFacts kAutogradEngine = 1u << 15;  // the C++ autograd eng
 inline constexpr FrameFacts kParameterInit = 1u << 16;   // creating, loading or moving parameters
 inline constexpr FrameFacts kForwardCall = 1u << 17;     // a module's forward / __call__
 
-enum class Match : std::uint8_t { Any, Equals, StartsWith, EndsWith, Contains };
+enum class TextMatch : std::uint8_t { Any, Equals, StartsWith, EndsWith, Contains };
 
 struct TextPattern {
-  Match match = Match::Any;  // Any: this part of the rule is not checked
+  TextMatch match = TextMatch::Any;  // Any: this part of the rule is not checked
   std::string_view text;
 };
 
