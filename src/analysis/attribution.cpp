@@ -8,17 +8,13 @@
 namespace memsnap {
 namespace {
 
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
 constexpr std::size_t kCallPathFrames = 12;
 
 std::vector<std::string> call_path(const Snapshot& s, StackId stack, std::size_t from) {
   std::vector<std::string> path;
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = from; i < s.stack_size(stack) && path.size() < kCallPathFrames; ++i) {
-    const Frame& f = s.frames[frames[i]];
-    const FrameKind kind = classify_frame(s.str(f.filename), s.str(f.name));
-    if (kind == FrameKind::Native && i != from) continue;
+    if (frame_kind(s.frames[frames[i]].facts) == FrameKind::Native && i != from) continue;
     path.push_back(format_frame(s, frames[i]));
   }
   return path;
@@ -64,35 +60,54 @@ std::string format_frame(const Snapshot& s, FrameId frame) {
 // Frames are innermost first, so the innermost decisive frame wins: a forward or backward pass
 // run inside optimizer.step(closure) (as Lightning does) is activation or gradient memory, not
 // optimizer state.
-Category categorize_stack(const Snapshot& s, StackId stack) {
-  constexpr std::size_t kNever = static_cast<std::size_t>(-1);
-  std::size_t optim = kNever, backward = kNever, forward = kNever;
-  bool engine = false, distributed = false, parameter = false, python = false;
+StackSignals stack_signals(const Snapshot& s, StackId stack) {
+  StackSignals out;
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
-    const Frame& f = s.frames[frames[i]];
-    const std::string_view file = s.str(f.filename);
-    const std::string_view name = s.str(f.name);
-    if (classify_frame(file, name) != FrameKind::Native) python = true;
-    if (optim == kNever && (contains(file, "torch/optim/") || contains(file, "torch\\optim\\"))) optim = i;
-    if (contains(file, "torch/distributed/") || contains(name, "c10d::") || contains(name, "nccl") || contains(name, "NCCL")) distributed = true;
-    if (backward == kNever && contains(file, "torch/autograd/") && (name == "backward" || name == "_engine_run_backward" || name == "grad")) backward = i;
-    if (contains(name, "torch::autograd::Engine") || contains(name, "AccumulateGrad") || contains(name, "evaluate_function")) engine = true;
-    if ((contains(file, "torch/nn/modules/module.py") && (name == "_apply" || name == "convert" || name == "to" || name == "cuda")) ||
-        contains(file, "torch/nn/parameter.py") || name == "reset_parameters" || name == "load_state_dict" ||
-        name == "from_pretrained" || (contains(file, "torch/nn/modules/") && name == "__init__")) {
-      parameter = true;
-    }
-    if (forward == kNever && (name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl")) forward = i;
+    const FrameFacts facts = s.frames[frames[i]].facts;
+    auto innermost = [&](std::size_t& position, FrameFacts fact) {
+      if (position == StackSignals::kNever && (facts & fact)) position = i;
+    };
+    innermost(out.optimizer, kOptimizerCode);
+    innermost(out.backward, kBackwardCall);
+    innermost(out.forward, kForwardCall);
+    out.communication |= (facts & kCommunication) != 0;
+    out.autograd_engine |= (facts & kAutogradEngine) != 0;
+    out.parameter_init |= (facts & kParameterInit) != 0;
+    out.python |= frame_kind(facts) != FrameKind::Native;
   }
-  if (distributed) return Category::Communication;
-  if (optim != kNever && optim < backward && optim < forward) return Category::OptimizerState;
-  if (backward != kNever && backward < forward) return Category::Gradient;
-  if (engine && (!python || forward == kNever)) return Category::Gradient;
-  if (parameter) return Category::Parameter;
-  if (forward != kNever) return Category::Activation;
-  return Category::Unknown;
+  return out;
 }
+
+namespace {
+
+constexpr CategoryRule kCategoryRules[] = {
+    {[](const StackSignals& g) { return g.communication; }, Category::Communication,
+     "a torch.distributed, c10d or NCCL frame anywhere on the stack"},
+    {[](const StackSignals& g) { return g.optimizer != g.kNever && g.optimizer < g.backward && g.optimizer < g.forward; },
+     Category::OptimizerState, "torch/optim/ inside any backward or forward call"},
+    {[](const StackSignals& g) { return g.backward != g.kNever && g.backward < g.forward; }, Category::Gradient,
+     "backward() or autograd.grad() inside any forward call"},
+    {[](const StackSignals& g) { return g.autograd_engine && (!g.python || g.forward == g.kNever); }, Category::Gradient,
+     "the C++ autograd engine, with no Python forward call around it"},
+    {[](const StackSignals& g) { return g.parameter_init; }, Category::Parameter,
+     "creating, loading or moving a module's parameters"},
+    {[](const StackSignals& g) { return g.forward != g.kNever; }, Category::Activation, "inside a forward call"},
+    {[](const StackSignals&) { return true; }, Category::Unknown, "no decisive frame"},
+};
+
+}  // namespace
+
+std::span<const CategoryRule> category_rules() { return kCategoryRules; }
+
+const CategoryRule& category_rule(const StackSignals& signals) {
+  for (const CategoryRule& rule : kCategoryRules) {
+    if (rule.holds(signals)) return rule;
+  }
+  return kCategoryRules[std::size(kCategoryRules) - 1];
+}
+
+Category categorize_stack(const Snapshot& s, StackId stack) { return category_rule(stack_signals(s, stack)).category; }
 
 std::vector<LiveItem> live_blocks(const Snapshot& s, std::int64_t device) {
   std::vector<LiveItem> items;

@@ -1,9 +1,12 @@
 // Where the memory went: live blocks grouped by the most useful user frame, with a category
-// inferred from the stack (parameter, gradient, optimizer state, activation, ...).
+// inferred from the stack (parameter, gradient, optimizer state, activation, ...) by one
+// decision table over the frames' facts.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -15,6 +18,29 @@ namespace memsnap {
 
 enum class Category { Parameter, Gradient, OptimizerState, Activation, Temporary, Communication, UserContainer, Unknown };
 const char* category_name(Category c);
+
+// What a stack's frames show for its category: the innermost position of each decisive frame
+// (kNever: none) and whether any frame shows the others.
+struct StackSignals {
+  static constexpr std::size_t kNever = static_cast<std::size_t>(-1);
+  std::size_t optimizer = kNever;  // torch/optim/
+  std::size_t backward = kNever;   // tensor.backward() / autograd.grad()
+  std::size_t forward = kNever;    // forward / Module.__call__
+  bool communication = false;
+  bool autograd_engine = false;
+  bool parameter_init = false;
+  bool python = false;             // any frame that is not native
+};
+StackSignals stack_signals(const Snapshot& snapshot, StackId stack);
+
+// One row of the category table: the first row that holds gives the category.
+struct CategoryRule {
+  bool (*holds)(const StackSignals&);
+  Category category;
+  std::string_view reason;
+};
+std::span<const CategoryRule> category_rules();
+const CategoryRule& category_rule(const StackSignals& signals);
 
 // Category from the stack's frames alone (no trace evidence).
 Category categorize_stack(const Snapshot& snapshot, StackId stack);

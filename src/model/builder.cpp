@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/limits.h"
+#include "model/snapshot_keys.h"
 
 namespace memsnap {
 namespace {
@@ -52,6 +53,15 @@ std::int64_t as_int(const Value& v, const char* where) {
   bad_field(where, v, "an int");
 }
 
+// segment_pool_id: a (pool, id) tuple or list; other shapes are ignored.
+void read_pool_id(const Value& v, const Document& doc, Segment& seg) {
+  if (v.kind != Kind::Tuple && v.kind != Kind::List) return;
+  int k = 0;
+  for (const Value& part : doc.items(v)) {
+    if (k < 2) seg.pool_id[k++] = part.as_int();
+  }
+}
+
 BlockState parse_state(std::string_view s) {
   if (s == "active_allocated") return BlockState::ActiveAllocated;
   if (s == "active_pending_free" || s == "active_awaiting_free") return BlockState::ActivePendingFree;
@@ -89,12 +99,13 @@ nlohmann::ordered_json to_json(const Value& v, const Document& doc, int depth, s
   return nullptr;
 }
 
-}  // namespace
-
+// A value (settings, annotations) as compact JSON; invalid UTF-8 is replaced.
 std::string value_to_json(const Value& v, const Document& doc) {
   std::size_t budget = limits::kMaxCopiedJsonValues;
   return to_json(v, doc, 0, budget).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
+
+}  // namespace
 
 SnapshotBuilder::SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes)
     : snap_(snapshot), events_(snapshot, max_trace_events), input_bytes_(input_bytes) {
@@ -130,15 +141,19 @@ FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
   if (v.index < frame_cache_.size() && frame_cache_[v.index]) return frame_cache_[v.index] - 1;
   Frame f;
   for_each_pair(doc, v, [&](std::string_view key, const Value& val) {
-    if (key == "filename" && val.is_str()) f.filename = intern(val.str());
-    else if (key == "name" && val.is_str()) f.name = intern(val.str());
-    else if (key == "line" && (val.kind == Kind::Int || val.kind == Kind::UInt)) f.line = val.as_int();
+    switch (field_of(frame_keys(), key)) {
+      case FrameDictKey::Filename: if (val.is_str()) f.filename = intern(val.str()); break;
+      case FrameDictKey::Name: if (val.is_str()) f.name = intern(val.str()); break;
+      case FrameDictKey::Line: if (val.kind == Kind::Int || val.kind == Kind::UInt) f.line = val.as_int(); break;
+      case FrameDictKey::Unknown: break;
+    }
   });
   FrameId id;
   if (auto it = frame_index_.find({f.filename, f.name, f.line}); it != frame_index_.end()) {
     id = it->second;
   } else {
     id = static_cast<FrameId>(snap_.frames.size());
+    f.facts = frame_facts(snap_.str(f.filename), snap_.str(f.name));
     snap_.frames.push_back(f);
     frame_index_.emplace(FrameKey{f.filename, f.name, f.line}, id);
   }
@@ -205,19 +220,7 @@ void SnapshotBuilder::count_unknown(const char* object, std::string_view key) {
   ++snap_.unknown_keys[fmt::format("{}.{}", object, key)];
 }
 
-TraceField SnapshotBuilder::trace_field(std::string_view k) {
-  if (k == "action") return TraceField::Action;
-  if (k == "addr" || k == "device_free") return TraceField::Addr;
-  if (k == "size") return TraceField::Size;
-  if (k == "stream") return TraceField::Stream;
-  if (k == "time_us") return TraceField::Time;
-  if (k == "frames") return TraceField::Frames;
-  if (k == "compile_context" || k == "user_metadata" || k == "internal_metadata" || k == "pool_id" ||
-      k == "forward_frames" || k == "category") {
-    return TraceField::Ignored;
-  }
-  return TraceField::Unknown;
-}
+TraceField SnapshotBuilder::trace_field(std::string_view key) { return field_of(trace_entry_keys(), key); }
 
 // Trace-entry keys by identity: PyTorch files repeat the same memoized key strings, so the
 // string's address decides without comparing bytes; a miss compares and refills the slot.
@@ -319,19 +322,20 @@ void SnapshotBuilder::finish(const Document& doc) {
 void SnapshotBuilder::read_root_dict(const Document& doc) {
   bool any_known = false;
   for_each_pair(doc, doc.root, [&](std::string_view key, const Value& v) {
-    if (key == "segments") {
-      any_known = true;
-      read_segments(v, doc);
-    } else if (key == "device_traces") {
-      any_known = true;
-      snap_.has_device_traces_key = true;
-      read_traces(v, doc);
-    } else if (key == "allocator_settings") {
-      read_settings(v, doc);
-    } else if (key == "external_annotations") {
-      read_annotations(v, doc);
-    } else if (key != "host_segments" && key != "host_traces" && key != "traces") {
-      count_unknown("snapshot", key);
+    switch (field_of(root_keys(), key)) {
+      case RootKey::Segments:
+        any_known = true;
+        read_segments(v, doc);
+        break;
+      case RootKey::DeviceTraces:
+        any_known = true;
+        snap_.has_device_traces_key = true;
+        read_traces(v, doc);
+        break;
+      case RootKey::AllocatorSettings: read_settings(v, doc); break;
+      case RootKey::ExternalAnnotations: read_annotations(v, doc); break;
+      case RootKey::Ignored: break;
+      case RootKey::Unknown: count_unknown("snapshot", key); break;
     }
   });
   if (!any_known) {
@@ -366,26 +370,23 @@ void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::
   bool has_total = false;
   const Value* blocks = nullptr;
   for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
-    if (key == "device") seg.device = as_int(v, "a segment's device");
-    else if (key == "address") seg.address = static_cast<std::uint64_t>(as_int(v, "a segment's address"));
-    else if (key == "total_size") { seg.total_size = as_size(v, "a segment's total_size"); has_total = true; }
-    else if (key == "allocated_size") seg.allocated_size = as_size(v, "a segment's allocated_size");
-    else if (key == "active_size") seg.active_size = as_size(v, "a segment's active_size");
-    else if (key == "requested_size") seg.requested_size = as_size(v, "a segment's requested_size");
-    else if (key == "stream") seg.stream = as_int(v, "a segment's stream");
-    else if (key == "segment_type") seg.is_large = !(v.is_str() && v.str() == "small");
-    else if (key == "is_expandable") seg.is_expandable = v.kind == Kind::Bool && v.i != 0;
-    else if (key == "frames") seg.stack = stack_of(v, doc, "a segment's frames");
-    else if (key == "blocks") blocks = &v;
-    else if (key == "segment_pool_id") {
-      if (v.kind == Kind::Tuple || v.kind == Kind::List) {
-        int k = 0;
-        for (const Value& part : doc.items(v)) {
-          if (k < 2) seg.pool_id[k++] = part.as_int();
-        }
-      }
-    } else {
-      count_unknown("segment", key);
+    switch (field_of(segment_keys(), key)) {
+      case SegmentKey::Device: seg.device = as_int(v, "a segment's device"); break;
+      case SegmentKey::Address: seg.address = static_cast<std::uint64_t>(as_int(v, "a segment's address")); break;
+      case SegmentKey::TotalSize:
+        seg.total_size = as_size(v, "a segment's total_size");
+        has_total = true;
+        break;
+      case SegmentKey::AllocatedSize: seg.allocated_size = as_size(v, "a segment's allocated_size"); break;
+      case SegmentKey::ActiveSize: seg.active_size = as_size(v, "a segment's active_size"); break;
+      case SegmentKey::RequestedSize: seg.requested_size = as_size(v, "a segment's requested_size"); break;
+      case SegmentKey::Stream: seg.stream = as_int(v, "a segment's stream"); break;
+      case SegmentKey::SegmentType: seg.is_large = !(v.is_str() && v.str() == "small"); break;
+      case SegmentKey::IsExpandable: seg.is_expandable = v.kind == Kind::Bool && v.i != 0; break;
+      case SegmentKey::Frames: seg.stack = stack_of(v, doc, "a segment's frames"); break;
+      case SegmentKey::Blocks: blocks = &v; break;
+      case SegmentKey::PoolId: read_pool_id(v, doc, seg); break;
+      case SegmentKey::Unknown: count_unknown("segment", key); break;
     }
   });
   if (!blocks) throw InputError(fmt::format("{} has no 'blocks' list", where), kRecaptureRemedy);
@@ -408,17 +409,30 @@ void SnapshotBuilder::read_block(const Value& dict, const Document& doc, std::ui
   bool has_address = false, has_requested = false, has_size = false, has_state = false;
   const Value* history = nullptr;
   for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
-    if (key == "address") { b.address = static_cast<std::uint64_t>(as_int(v, "a block's address")); has_address = true; }
-    else if (key == "size") { b.size = as_size(v, "a block's size"); has_size = true; }
-    else if (key == "requested_size") { b.requested_size = as_size(v, "a block's requested_size"); has_requested = true; }
-    else if (key == "state") {
-      if (!v.is_str()) bad_field("a block's state", v, "a str");
-      b.state = parse_state(v.str());
-      if (b.state == BlockState::Unknown) count_unknown("block.state", v.str());
-      has_state = true;
-    } else if (key == "frames") b.stack = stack_of(v, doc, "a block's frames");
-    else if (key == "history") history = &v;
-    else if (key != "forward_frames" && key != "user_metadata") count_unknown("block", key);
+    switch (field_of(block_keys(), key)) {
+      case BlockKey::Address:
+        b.address = static_cast<std::uint64_t>(as_int(v, "a block's address"));
+        has_address = true;
+        break;
+      case BlockKey::Size:
+        b.size = as_size(v, "a block's size");
+        has_size = true;
+        break;
+      case BlockKey::RequestedSize:
+        b.requested_size = as_size(v, "a block's requested_size");
+        has_requested = true;
+        break;
+      case BlockKey::State:
+        if (!v.is_str()) bad_field("a block's state", v, "a str");
+        b.state = parse_state(v.str());
+        if (b.state == BlockState::Unknown) count_unknown("block.state", v.str());
+        has_state = true;
+        break;
+      case BlockKey::Frames: b.stack = stack_of(v, doc, "a block's frames"); break;
+      case BlockKey::History: history = &v; break;
+      case BlockKey::Ignored: break;
+      case BlockKey::Unknown: count_unknown("block", key); break;
+    }
   });
   if (!has_size) throw InputError("a block has no 'size'", kRecaptureRemedy);
   if (!has_state) throw InputError("a block has no 'state'", kRecaptureRemedy);

@@ -101,7 +101,4 @@ class SnapshotBuilder final : public TraceEntrySink {
   StreamId last_stream_id_ = 0;
 };
 
-// Serializes a value (settings, annotations) as compact JSON; invalid UTF-8 is replaced.
-std::string value_to_json(const Value& v, const Document& doc);
-
 }  // namespace memsnap

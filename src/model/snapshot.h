@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/big_vector.h"
+#include "model/frame_facts.h"
 
 namespace memsnap {
 
@@ -44,6 +45,7 @@ struct Frame {
   StrId filename = 0;
   StrId name = 0;
   std::int64_t line = 0;
+  FrameFacts facts = 0;  // frame_facts(filename, name), set when the frame is interned
 };
 
 struct Block {

@@ -8,16 +8,16 @@ namespace {
 // BININT1, BININT2, BININT or LONG1 of at most 8 bytes at d (10 readable bytes); false otherwise.
 inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
   switch (d[0]) {
-    case 'K': out = d[1]; p += 2; return true;
-    case 'M': out = d[1] | d[2] << 8; p += 3; return true;
-    case 'J': {
+    case op::kBinInt1: out = d[1]; p += 2; return true;
+    case op::kBinInt2: out = d[1] | d[2] << 8; p += 3; return true;
+    case op::kBinInt: {
       std::int32_t v;
       std::memcpy(&v, d + 1, 4);
       out = v;
       p += 5;
       return true;
     }
-    case 0x8a: {
+    case op::kLong1: {
       const std::size_t n = d[1];
       if (n > 8) return false;
       std::uint64_t v;
@@ -35,8 +35,8 @@ inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& 
   }
 }
 
-// A memo opcode at d with `available` readable bytes: `one_byte` i or `four_byte` iiii (BINGET
-// 'h' / LONG_BINGET 'j', BINPUT 'q' / LONG_BINPUT 'r'). Its length with the index in `index`;
+// A memo opcode at d with `available` readable bytes: `one_byte` i or `four_byte` iiii (BINGET /
+// LONG_BINGET, BINPUT / LONG_BINPUT). Its length with the index in `index`;
 // 0 for another opcode or when its bytes are not all readable.
 inline std::size_t memo_index(const std::uint8_t* d, std::size_t available, std::uint8_t one_byte, std::uint8_t four_byte,
                               std::uint64_t& index) {
@@ -55,7 +55,7 @@ inline std::size_t memo_index(const std::uint8_t* d, std::size_t available, std:
 
 // BINGET or LONG_BINGET at d (see memo_index).
 inline std::size_t memo_ref(const std::uint8_t* d, std::size_t available, std::uint64_t& index) {
-  return memo_index(d, available, 'h', 'j', index);
+  return memo_index(d, available, op::kBinGet, op::kLongBinGet, index);
 }
 
 }  // namespace
@@ -81,7 +81,7 @@ bool PickleVm::fast_path_open() {
 
 // FRAME opcodes may sit between any two opcodes; they carry no data.
 void PickleVm::skip_frames_slow(std::size_t& p) {
-  while (p < size_ && data_[p] == 0x95 && size_ - p >= 9) {
+  while (p < size_ && data_[p] == op::kFrame && size_ - p >= 9) {
     std::uint64_t length = 0;
     for (int k = 0; k < 8; ++k) length |= std::uint64_t(data_[p + 1 + k]) << (8 * k);
     p += 9;
@@ -94,10 +94,10 @@ bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
   skip_frames<kFrames>(p);
   if (p >= fast_limit_) return false;
   std::uint64_t index;
-  if (data_[p] == 0x94) {
+  if (data_[p] == op::kMemoize) {
     index = memo_.size();
     p += 1;
-  } else if (const std::size_t length = memo_index(data_ + p, fast_limit_ - p, 'q', 'r', index)) {
+  } else if (const std::size_t length = memo_index(data_ + p, fast_limit_ - p, op::kBinPut, op::kLongBinPut, index)) {
     p += length;
   } else {
     return true;  // not memoized
@@ -145,13 +145,13 @@ template <bool kFrames>
 bool PickleVm::frame_ids_in_frame(std::size_t& p) {
   const std::uint8_t* d = data_ + p;
   const std::uint8_t* const end = data_ + fast_limit_;
-  while (d < end && *d != 'e') {
+  while (d < end && *d != op::kAppends) {
     std::uint32_t index;
     std::size_t length;
-    if (*d == 'j' && end - d >= 5) {
+    if (*d == op::kLongBinGet && end - d >= 5) {
       std::memcpy(&index, d + 1, 4);
       length = 5;
-    } else if (*d == 'h' && end - d >= 2) {
+    } else if (*d == op::kBinGet && end - d >= 2) {
       index = d[1];
       length = 2;
     } else {
@@ -182,24 +182,24 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   const bool memoized = q != memo_at;
   fast_frame_ids_.clear();
   skip_frames<kFrames>(q);
-  if (q < fast_limit_ && data_[q] == '(') {
+  if (q < fast_limit_ && data_[q] == op::kMark) {
     ++q;
     if constexpr (!kFrames) {
       if (!frame_ids_in_frame(q)) return false;
     } else {
       skip_frames<kFrames>(q);
-      while (q < fast_limit_ && data_[q] != 'e') {
+      while (q < fast_limit_ && data_[q] != op::kAppends) {
         if (!fast_frame_id<kFrames>(q)) return false;
         skip_frames<kFrames>(q);
       }
     }
     if (q >= fast_limit_) return false;
     ++q;
-  } else if (q < fast_limit_ && (data_[q] == 'h' || data_[q] == 'j')) {
+  } else if (q < fast_limit_ && (data_[q] == op::kBinGet || data_[q] == op::kLongBinGet)) {
     std::size_t r = q;
     if (!fast_frame_id<kFrames>(r)) return false;
     skip_frames<kFrames>(r);
-    if (r >= fast_limit_ || data_[r] != 'a') return false;
+    if (r >= fast_limit_ || data_[r] != op::kAppend) return false;
     q = r + 1;
   }
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
@@ -214,17 +214,17 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
   if (p >= fast_limit_) return false;
   const std::uint8_t op = data_[p];
   switch (op) {
-    case 'K':
+    case op::kBinInt1:
       if (p + 1 >= fast_limit_) return false;
       out = Value::integer(data_[p + 1]);
       p += 2;
       break;
-    case 'M':
+    case op::kBinInt2:
       if (p + 2 >= fast_limit_) return false;
       out = Value::integer(data_[p + 1] | data_[p + 2] << 8);
       p += 3;
       break;
-    case 'J': {
+    case op::kBinInt: {
       if (p + 4 >= fast_limit_) return false;
       const std::uint32_t u = std::uint32_t(data_[p + 1]) | std::uint32_t(data_[p + 2]) << 8 |
                               std::uint32_t(data_[p + 3]) << 16 | std::uint32_t(data_[p + 4]) << 24;
@@ -232,7 +232,7 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
       p += 5;
       break;
     }
-    case 0x8a: {
+    case op::kLong1: {
       if (p + 1 >= fast_limit_) return false;
       const std::size_t n = data_[p + 1];
       if (n > 8 || p + 2 + n > fast_limit_) return false;
@@ -244,10 +244,10 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
       p += 2 + n;
       break;
     }
-    case 0x88: out = Value::boolean(true); p += 1; break;
-    case 0x89: out = Value::boolean(false); p += 1; break;
-    case 'N': out = Value::none(); p += 1; break;
-    case 0x8c: {
+    case op::kNewTrue: out = Value::boolean(true); p += 1; break;
+    case op::kNewFalse: out = Value::boolean(false); p += 1; break;
+    case op::kNone: out = Value::none(); p += 1; break;
+    case op::kShortBinUnicode: {
       if (p + 1 >= fast_limit_) return false;
       const std::size_t n = data_[p + 1];
       if (p + 2 + n > fast_limit_) return false;
@@ -255,8 +255,8 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
       p += 2 + n;
       return fast_memo<kFrames>(p, out);
     }
-    case 'h': case 'j': return fast_memo_get<kFrames>(p, out);
-    case ']': ++p; return fast_frames<kFrames>(p, out);
+    case op::kBinGet: case op::kLongBinGet: return fast_memo_get<kFrames>(p, out);
+    case op::kEmptyList: ++p; return fast_frames<kFrames>(p, out);
     default: return false;
   }
   // A scalar may start a pool-id 2-tuple: scalar scalar TUPLE2 [memo].
@@ -265,8 +265,8 @@ bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
     skip_frames<kFrames>(q);
     Value second;
     const std::uint8_t next = q < fast_limit_ ? data_[q] : 0;
-    if ((next == 'K' || next == 'M' || next == 'J' || next == 0x8a) && fast_value<kFrames>(q, second, false) && q < fast_limit_ &&
-        (skip_frames<kFrames>(q), q < fast_limit_ && data_[q] == 0x86)) {
+    if ((next == op::kBinInt1 || next == op::kBinInt2 || next == op::kBinInt || next == op::kLong1) && fast_value<kFrames>(q, second, false) && q < fast_limit_ &&
+        (skip_frames<kFrames>(q), q < fast_limit_ && data_[q] == op::kTuple2)) {
       const Value pair[2] = {out, second};
       Value tuple = doc_.new_container(Kind::Tuple);
       doc_.append(tuple, pair, 2);
@@ -294,13 +294,13 @@ bool PickleVm::fast_scalar_or_value(std::size_t& p, Value& out) {
   const std::uint8_t* d = data_ + p;
   if (p + 10 <= fast_limit_) {
     std::int64_t n;
-    if (d[0] == 'h' || d[0] == 'j') return fast_memo_get<kFrames>(p, out);
+    if (d[0] == op::kBinGet || d[0] == op::kLongBinGet) return fast_memo_get<kFrames>(p, out);
     if (!read_small_int(d, p, n)) return fast_value<kFrames>(p, out);
     out = Value::integer(n);
     // A scalar followed by another scalar starts a 2-tuple: let fast_value take it.
     if (p >= fast_limit_) return true;
     const std::uint8_t next = data_[p];
-    if (next == 'K' || next == 'M' || next == 'J' || next == 0x8a || next == 0x95) {
+    if (next == op::kBinInt1 || next == op::kBinInt2 || next == op::kBinInt || next == op::kLong1 || next == op::kFrame) {
       p = start;
       return fast_value<kFrames>(p, out);
     }
@@ -316,11 +316,11 @@ bool PickleVm::fast_entry() {
   std::size_t pairs = 0;
   bool ok = fast_memo<kFrames>(p, Value::released());
   skip_frames<kFrames>(p);
-  ok = ok && p < fast_limit_ && data_[p] == '(';
+  ok = ok && p < fast_limit_ && data_[p] == op::kMark;
   if (ok) {
     ++p;
     skip_frames<kFrames>(p);
-    while (ok && p < fast_limit_ && data_[p] != 'u') {
+    while (ok && p < fast_limit_ && data_[p] != op::kSetItems) {
       Value key, value;
       ok = pairs + 2 <= kMaxFastPairs && fast_key<kFrames>(p, key) && fast_scalar_or_value<kFrames>(p, value);
       if (ok) {
@@ -334,7 +334,7 @@ bool PickleVm::fast_entry() {
     // The finished dict must not be used by what follows (it is never on the stack).
     std::size_t q = p;
     skip_frames<kFrames>(q);
-    ok = ok && q < fast_limit_ && (data_[q] == '}' || data_[q] == 'e');
+    ok = ok && q < fast_limit_ && (data_[q] == op::kEmptyDict || data_[q] == op::kAppends);
   }
   if (!ok) {
     memo_.resize(memo_before);
@@ -375,7 +375,7 @@ template <bool kFrames>
     p += length;
     return true;
   }
-  if (d[0] == 0x8c && p + 3 + d[1] <= fast_limit_ && d[2 + d[1]] == 0x94) {
+  if (d[0] == op::kShortBinUnicode && p + 3 + d[1] <= fast_limit_ && d[2 + d[1]] == op::kMemoize) {
     const std::uint32_t n = d[1];
     if (memo_.size() >= limits::kMaxMemoEntries) return false;
     memo_.push_back(Value::string(reinterpret_cast<const char*>(d + 2), n));
@@ -393,7 +393,7 @@ template <bool kFrames>
 bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
   const std::size_t limit = fast_limit_;
-  if (p < limit && data_[p] == 0x94 && memo_.size() < limits::kMaxMemoEntries) {
+  if (p < limit && data_[p] == op::kMemoize && memo_.size() < limits::kMaxMemoEntries) {
     memo_.push_released();  // the dict itself: PyTorch never refers to it again
     ++p;
   } else {
@@ -402,7 +402,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     p = q;
   }
   skip_frames<kFrames>(p);
-  if (p >= fast_limit_ || data_[p] != '(') return false;
+  if (p >= fast_limit_ || data_[p] != op::kMark) return false;
   ++p;
   const std::uint64_t generation = memo_.generation();
   if (generation != key_bytes_generation_) {
@@ -422,7 +422,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     if ((word & known.mask) == known.bytes) {  // the same key as at this position last time
       field = known.field;
       p += known.length;
-    } else if (d[0] == 'u') {
+    } else if (d[0] == op::kSetItems) {
       ++p;
       break;
     } else {
@@ -468,7 +468,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   // The finished dict must not be used by what follows (it is never on the stack).
   std::size_t q = p;
   skip_frames<kFrames>(q);
-  if (q >= fast_limit_ || (data_[q] != '}' && data_[q] != 'e')) return false;
+  if (q >= fast_limit_ || (data_[q] != op::kEmptyDict && data_[q] != op::kAppends)) return false;
   p_io = p;
   return true;
 }
@@ -507,12 +507,12 @@ bool PickleVm::try_fast_entry() {
 void PickleVm::continue_fast_entries() {
   for (;;) {
     std::size_t p = pos_;
-    if (p < size_ && data_[p] == 0x95) skip_frames_slow(p);
-    if (p >= size_ || data_[p] != '}') return;
+    if (p < size_ && data_[p] == op::kFrame) skip_frames_slow(p);
+    if (p >= size_ || data_[p] != op::kEmptyDict) return;
     pos_ = p;
     advance_pager();
     op_pos_ = p;
-    op_ = '}';
+    op_ = op::kEmptyDict;
     pos_ = p + 1;
     if (!try_fast_entry()) {
       push(doc_.new_container(Kind::Dict));

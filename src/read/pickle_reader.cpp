@@ -3,6 +3,7 @@
 // device_traces lists are streamed to a TraceEntrySink batch by batch (see pickle_reader.h).
 #include "read/pickle_reader.h"
 
+#include "read/pickle_opcodes.h"
 #include "read/pickle_vm.h"
 
 #include <cstring>
@@ -19,27 +20,6 @@ namespace {
 constexpr const char* kNotSnapshotRemedy =
     "memsnap reads only plain-data snapshot pickles; do not unpickle this file, and capture a snapshot "
     "with torch.cuda.memory._dump_snapshot() (run `memsnap capture`)";
-
-struct OpName {
-  std::uint8_t op;
-  const char* name;
-};
-constexpr OpName kOpNames[] = {
-    {'(', "MARK"}, {'.', "STOP"}, {'0', "POP"}, {'1', "POP_MARK"}, {'2', "DUP"}, {'F', "FLOAT"},
-    {'I', "INT"}, {'J', "BININT"}, {'K', "BININT1"}, {'L', "LONG"}, {'M', "BININT2"}, {'N', "NONE"},
-    {'P', "PERSID"}, {'Q', "BINPERSID"}, {'R', "REDUCE"}, {'S', "STRING"}, {'T', "BINSTRING"},
-    {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"}, {'X', "BINUNICODE"}, {'a', "APPEND"}, {'b', "BUILD"},
-    {'c', "GLOBAL"}, {'d', "DICT"}, {'}', "EMPTY_DICT"}, {'e', "APPENDS"}, {'g', "GET"}, {'h', "BINGET"},
-    {'i', "INST"}, {'j', "LONG_BINGET"}, {'l', "LIST"}, {']', "EMPTY_LIST"}, {'o', "OBJ"}, {'p', "PUT"},
-    {'q', "BINPUT"}, {'r', "LONG_BINPUT"}, {'s', "SETITEM"}, {'t', "TUPLE"}, {')', "EMPTY_TUPLE"},
-    {'u', "SETITEMS"}, {'G', "BINFLOAT"}, {0x80, "PROTO"}, {0x81, "NEWOBJ"}, {0x82, "EXT1"},
-    {0x83, "EXT2"}, {0x84, "EXT4"}, {0x85, "TUPLE1"}, {0x86, "TUPLE2"}, {0x87, "TUPLE3"},
-    {0x88, "NEWTRUE"}, {0x89, "NEWFALSE"}, {0x8a, "LONG1"}, {0x8b, "LONG4"}, {'B', "BINBYTES"},
-    {'C', "SHORT_BINBYTES"}, {0x8c, "SHORT_BINUNICODE"}, {0x8d, "BINUNICODE8"}, {0x8e, "BINBYTES8"},
-    {0x8f, "EMPTY_SET"}, {0x90, "ADDITEMS"}, {0x91, "FROZENSET"}, {0x92, "NEWOBJ_EX"},
-    {0x93, "STACK_GLOBAL"}, {0x94, "MEMOIZE"}, {0x95, "FRAME"}, {0x96, "BYTEARRAY8"},
-    {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"},
-};
 
 }  // namespace
 
@@ -153,19 +133,19 @@ PickleInfo PickleVm::run() {
 
 void PickleVm::dispatch() {
   switch (op_) {
-    case 0x80: {  // PROTO
+    case op::kProto: {
       const auto v = read_le(1);
       if (v < 2 || v > 5) corrupt(fmt::format("unsupported pickle protocol {} (memsnap reads protocols 2-5)", v));
       info_.protocol = static_cast<int>(v);
       return;
     }
-    case 0x95: {  // FRAME: a framing hint; no FRAME opcode can occur before its end
+    case op::kFrame: {  // a framing hint; no FRAME opcode can occur before its end
       const auto length = read_le(8);
       frame_end_ = length > size_ - pos_ ? size_ : pos_ + static_cast<std::size_t>(length);
       return;
     }
-    case '.': stopped_ = true; return;
-    case '(': {
+    case op::kStop: stopped_ = true; return;
+    case op::kMark: {
       if (marks_.size() >= limits::kMaxNestingDepth) {
         corrupt(fmt::format("nesting deeper than memsnap's limit of {}", limits::kMaxNestingDepth));
       }
@@ -181,29 +161,29 @@ void PickleVm::dispatch() {
       marks_.push_back(m);
       return;
     }
-    case '}':
+    case op::kEmptyDict:
       if (fast_path_open() && try_fast_entry()) {
         continue_fast_entries();
         return;
       }
       push(doc_.new_container(Kind::Dict));
       return;
-    case ']': push(doc_.new_container(Kind::List)); return;
-    case ')': push(doc_.new_container(Kind::Tuple)); return;
-    case 0x8f: push(doc_.new_container(Kind::Set)); return;
-    case 'N': push(Value::none()); return;
-    case 0x88: push(Value::boolean(true)); return;
-    case 0x89: push(Value::boolean(false)); return;
-    case 'K': push(Value::integer(static_cast<std::int64_t>(read_le(1)))); return;
-    case 'M': push(Value::integer(static_cast<std::int64_t>(read_le(2)))); return;
-    case 'J': push(Value::integer(static_cast<std::int32_t>(static_cast<std::uint32_t>(read_le(4))))); return;
-    case 0x8a: {  // LONG1
+    case op::kEmptyList: push(doc_.new_container(Kind::List)); return;
+    case op::kEmptyTuple: push(doc_.new_container(Kind::Tuple)); return;
+    case op::kEmptySet: push(doc_.new_container(Kind::Set)); return;
+    case op::kNone: push(Value::none()); return;
+    case op::kNewTrue: push(Value::boolean(true)); return;
+    case op::kNewFalse: push(Value::boolean(false)); return;
+    case op::kBinInt1: push(Value::integer(static_cast<std::int64_t>(read_le(1)))); return;
+    case op::kBinInt2: push(Value::integer(static_cast<std::int64_t>(read_le(2)))); return;
+    case op::kBinInt: push(Value::integer(static_cast<std::int32_t>(static_cast<std::uint32_t>(read_le(4))))); return;
+    case op::kLong1: {
       const auto n = read_le(1);
       const auto* b = reinterpret_cast<const std::uint8_t*>(take(n));
       push_long(b, n);
       return;
     }
-    case 0x8b: {  // LONG4
+    case op::kLong4: {
       const auto n = static_cast<std::int32_t>(static_cast<std::uint32_t>(read_le(4)));
       if (n < 0) corrupt("LONG4 with a negative length");
       if (static_cast<std::size_t>(n) > limits::kMaxIntBytes) {
@@ -215,7 +195,7 @@ void PickleVm::dispatch() {
       push_long(b, static_cast<std::size_t>(n));
       return;
     }
-    case 'G': {  // BINFLOAT, big-endian
+    case op::kBinFloat: {  // big-endian
       const auto raw = read_le(8);
       std::uint64_t be = __builtin_bswap64(raw);
       double d;
@@ -223,40 +203,40 @@ void PickleVm::dispatch() {
       push(Value::real(d));
       return;
     }
-    case 0x8c: { const auto n = read_le(1); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
-    case 'X': { const auto n = read_le(4); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
-    case 0x8d: { const auto n = read_le(8); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
-    case 'C': case 'U': { const auto n = read_le(1); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
-    case 'B': case 'T': { const auto n = read_le(4); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
-    case 0x8e: case 0x96: { const auto n = read_le(8); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
-    case 0x94: memo_put(memo_.count(), top()); return;  // MEMOIZE: at len(memo), as Python does
-    case 'q': { const auto i = read_le(1); memo_put(i, top()); return; }
-    case 'r': { const auto i = read_le(4); memo_put(i, top()); return; }
-    case 'h': memo_get(read_le(1)); return;
-    case 'j': memo_get(read_le(4)); return;
-    case '0': {  // POP: drops the top item, or a mark with nothing above it
+    case op::kShortBinUnicode: { const auto n = read_le(1); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
+    case op::kBinUnicode: { const auto n = read_le(4); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
+    case op::kBinUnicode8: { const auto n = read_le(8); push(Value::string(take(n), static_cast<std::uint32_t>(n))); return; }
+    case op::kShortBinBytes: case op::kShortBinString: { const auto n = read_le(1); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
+    case op::kBinBytes: case op::kBinString: { const auto n = read_le(4); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
+    case op::kBinBytes8: case op::kByteArray8: { const auto n = read_le(8); push(Value::string(take(n), static_cast<std::uint32_t>(n), Kind::Bytes)); return; }
+    case op::kMemoize: memo_put(memo_.count(), top()); return;  // at len(memo), as Python does
+    case op::kBinPut: { const auto i = read_le(1); memo_put(i, top()); return; }
+    case op::kLongBinPut: { const auto i = read_le(4); memo_put(i, top()); return; }
+    case op::kBinGet: memo_get(read_le(1)); return;
+    case op::kLongBinGet: memo_get(read_le(4)); return;
+    case op::kPop: {  // drops the top item, or a mark with nothing above it
       if (!marks_.empty() && marks_.back().pos == stack_.size()) pop_mark();
       else pop();
       return;
     }
-    case '1': { const MarkInfo m = pop_mark(); stack_.resize(m.pos); return; }  // POP_MARK
-    case '2': push(top()); return;  // DUP
-    case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
-      const std::size_t n = op_ - 0x84u;
+    case op::kPopMark: { const MarkInfo m = pop_mark(); stack_.resize(m.pos); return; }
+    case op::kDup: push(top()); return;
+    case op::kTuple1: case op::kTuple2: case op::kTuple3: {
+      const std::size_t n = op_ - op::kTuple1 + 1u;
       if (stack_.size() < floor() + n) corrupt(fmt::format("{} needs {} values", op_name(), n));
       push(make_from(Kind::Tuple, stack_.size() - n));
       return;
     }
-    case 't': { const MarkInfo m = pop_mark(); push(make_from(Kind::Tuple, m.pos)); return; }
-    case 'l': { const MarkInfo m = pop_mark(); push(make_from(Kind::List, m.pos)); return; }
-    case 0x91: { const MarkInfo m = pop_mark(); push(make_from(Kind::Set, m.pos)); return; }
-    case 'd': {
+    case op::kTuple: { const MarkInfo m = pop_mark(); push(make_from(Kind::Tuple, m.pos)); return; }
+    case op::kList: { const MarkInfo m = pop_mark(); push(make_from(Kind::List, m.pos)); return; }
+    case op::kFrozenSet: { const MarkInfo m = pop_mark(); push(make_from(Kind::Set, m.pos)); return; }
+    case op::kDict: {
       const MarkInfo m = pop_mark();
       if ((stack_.size() - m.pos) % 2 != 0) corrupt("DICT with an odd number of items");
       push(make_from(Kind::Dict, m.pos));
       return;
     }
-    case 'a': {  // APPEND
+    case op::kAppend: {
       const Value item = pop();
       const Value& list = top();
       if (list.kind != Kind::List) corrupt(fmt::format("APPEND to a {}", kind_name(list.kind)));
@@ -269,11 +249,11 @@ void PickleVm::dispatch() {
       }
       return;
     }
-    case 'e': case 0x90: {  // APPENDS, ADDITEMS
+    case op::kAppends: case op::kAddItems: {
       const MarkInfo m = pop_mark();
       if (m.pos == 0) corrupt(fmt::format("{} with nothing to add to", op_name()));
       const Value target = stack_[m.pos - 1];
-      const Kind want = op_ == 'e' ? Kind::List : Kind::Set;
+      const Kind want = op_ == op::kAppends ? Kind::List : Kind::Set;
       if (target.kind != want) corrupt(fmt::format("{} to a {}", op_name(), kind_name(target.kind)));
       if (m.device >= 0) {
         stream_batch(m);
@@ -283,7 +263,7 @@ void PickleVm::dispatch() {
       stack_.resize(m.pos);
       return;
     }
-    case 's': {  // SETITEM
+    case op::kSetItem: {
       if (stack_.size() < floor() + 3) corrupt("SETITEM needs a dict, a key and a value");
       const Value& dict = stack_[stack_.size() - 3];
       if (dict.kind != Kind::Dict) corrupt(fmt::format("SETITEM on a {}", kind_name(dict.kind)));
@@ -291,7 +271,7 @@ void PickleVm::dispatch() {
       stack_.resize(stack_.size() - 2);
       return;
     }
-    case 'u': {  // SETITEMS
+    case op::kSetItems: {
       const MarkInfo m = pop_mark();
       if (m.pos == 0) corrupt("SETITEMS with no dict below the MARK");
       const Value dict = stack_[m.pos - 1];
@@ -301,32 +281,38 @@ void PickleVm::dispatch() {
       stack_.resize(m.pos);
       return;
     }
-    case 'c': case 0x93: case 'R': case 'b': case 'i': case 'o': case 0x81: case 0x92:
-    case 'P': case 'Q': case 0x82: case 0x83: case 0x84: case 0x97: case 0x98:
-      throw InputError(fmt::format("refusing pickle opcode {} at byte {}: it would import, construct or call Python "
-                                   "objects, which a memory snapshot never does",
-                                   op_name(), op_pos_),
-                       kNotSnapshotRemedy);
-    default: {
-      const char* name = pickle_opcode_name(op_);
-      if (name) {
-        throw InputError(fmt::format("unsupported pickle opcode {} at byte {} (a text-protocol opcode that "
-                                     "PyTorch snapshots never contain)",
-                                     name, op_pos_),
-                         kNotSnapshotRemedy);
-      }
-      corrupt(fmt::format("unknown opcode byte 0x{:02x}", op_));
-    }
+    default: refuse(); return;
   }
+}
+
+// An opcode dispatch does not execute: refused, a text-protocol opcode, or no opcode at all.
+void PickleVm::refuse() const {
+  const PickleOpcode* opcode = pickle_opcode(op_);
+  if (!opcode) corrupt(fmt::format("unknown opcode byte 0x{:02x}", op_));
+  if (opcode->use == OpUse::kRefused) {
+    throw InputError(fmt::format("refusing pickle opcode {} at byte {}: it would import, construct or call Python "
+                                 "objects, which a memory snapshot never does",
+                                 opcode->name, op_pos_),
+                     kNotSnapshotRemedy);
+  }
+  throw InputError(fmt::format("unsupported pickle opcode {} at byte {} (a text-protocol opcode that "
+                               "PyTorch snapshots never contain)",
+                               opcode->name, op_pos_),
+                   kNotSnapshotRemedy);
 }
 
 }  // namespace pickle_vm
 
-const char* pickle_opcode_name(std::uint8_t op) {
-  for (const auto& entry : kOpNames) {
-    if (entry.op == op) return entry.name;
+const PickleOpcode* pickle_opcode(std::uint8_t byte) {
+  for (const PickleOpcode& opcode : kPickleOpcodes) {
+    if (opcode.byte == byte) return &opcode;
   }
   return nullptr;
+}
+
+const char* pickle_opcode_name(std::uint8_t byte) {
+  const PickleOpcode* opcode = pickle_opcode(byte);
+  return opcode ? opcode->name : nullptr;
 }
 
 PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages) {

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/limits.h"
 #include "read/mapping_pager.h"
+#include "read/pickle_opcodes.h"
 #include "read/pickle_reader.h"
 #include "read/value.h"
 
@@ -246,7 +247,7 @@ class PickleVm {
   template <bool kFrames>
   void skip_frames(std::size_t& p) {
     if constexpr (kFrames) {
-      if (p < size_ && data_[p] == 0x95) [[unlikely]] skip_frames_slow(p);
+      if (p < size_ && data_[p] == op::kFrame) [[unlikely]] skip_frames_slow(p);
     }
   }
   void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
@@ -278,6 +279,7 @@ class PickleVm {
   bool frame_ids_in_frame(std::size_t& p);
   void push_long(const std::uint8_t* bytes, std::size_t n);
   void dispatch();
+  [[noreturn]] void refuse() const;
 
   const std::uint8_t* data_;
   std::size_t size_;
@@ -292,7 +294,7 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   std::vector<std::uint32_t> fast_frame_ids_;  // the frames list being decoded, as frame ids
-  // The exact bytes of the key opcode seen at each position ('h' i or 'j' iiii), compared as
+  // The exact bytes of the key opcode seen at each position (BINGET i or LONG_BINGET iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {
     std::uint64_t bytes = 1, mask = 0;  // matches nothing until learned

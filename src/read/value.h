@@ -56,7 +56,6 @@ struct Value {
 
   bool is_container() const { return kind >= Kind::List && kind <= Kind::Set; }
   bool is_str() const { return kind == Kind::Str; }
-  bool is_int() const { return kind == Kind::Int; }
   std::string_view str() const { return {s, aux}; }
   // Int as int64; UInt saturates; anything else -> fallback.
   std::int64_t as_int(std::int64_t fallback = 0) const;
@@ -122,8 +121,6 @@ class Document {
   };
   Mark mark() const { return {containers_.size(), chunks_.size(), items_.size()}; }
   void release_to(const Mark& mark);
-  std::size_t container_count() const { return containers_.size(); }
-  std::size_t item_count() const { return items_.size(); }
 
  private:
   friend class Items::iterator;

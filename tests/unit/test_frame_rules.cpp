@@ -1,0 +1,338 @@
+// The frame rules, table-driven: frames and stacks of the shapes real snapshots hold (C++ frames,
+// ??:0, torch/_dynamo, vllm, deepspeed, accelerate, lightning, transformers) with the kind, site
+// and category each must get, and checks that every row of the three tables is needed: each kind
+// and category row decides some case, and dropping any pattern row changes some expected outcome.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "analysis/attribution.h"
+#include "analysis/frame_filter.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+constexpr std::string_view kPkgs = "/opt/conda/lib/python3.11/site-packages/";
+
+struct FrameText {
+  std::string file;
+  std::string name;
+};
+
+std::string pkg(std::string_view rest) { return std::string(kPkgs) + std::string(rest); }
+
+struct FrameCase {
+  FrameText frame;
+  FrameKind kind;
+  bool omitted = false;
+};
+
+const std::vector<FrameCase>& frame_cases() {
+  static const std::vector<FrameCase> cases = {
+      // native: C/C++/CUDA sources, shared objects, no file
+      {{"??", "??"}, FrameKind::Native},
+      {{"", "cudaMalloc"}, FrameKind::Native},
+      {{"aten/src/ATen/native/cuda/Blas.cpp", "addmm_out_cuda_impl"}, FrameKind::Native},
+      {{"third_party/gloo/gloo/allreduce.cc", "allreduce_ring"}, FrameKind::Native},
+      {{"src/kernels.cxx", "launch"}, FrameKind::Native},
+      {{"c10/util/intrusive_ptr.h", "reset_"}, FrameKind::Native},
+      {{"include/cutlass/gemm.hpp", "operator()"}, FrameKind::Native},
+      {{"aten/src/ATen/native/cuda/Indexing.cu", "index_put_kernel"}, FrameKind::Native},
+      {{"aten/src/ATen/native/cuda/Loops.cuh", "gpu_kernel"}, FrameKind::Native},
+      {{"sysdeps/unix/sysv/linux/x86_64/clone3.S", "__clone3"}, FrameKind::Native},
+      {{"build/ops.o", "run_op"}, FrameKind::Native},
+      {{"/lib/x86_64-linux-gnu/libc.so.6", "__libc_start_main"}, FrameKind::Native, true},
+      {{"/usr/include/c++/12/thread", "std::thread::_State_impl::_M_run"}, FrameKind::Native},
+      // a Python file or <...> stays Python even with a C++-looking (TorchScript) name
+      {{"/home/me/scripted.py", "__torch__::Net::forward"}, FrameKind::User},
+      {{"<string>", "torch::jit::run"}, FrameKind::Stdlib},
+      // generated code
+      {{"<eval_with_key>.12", "forward"}, FrameKind::Generated},
+      {{"/tmp/torchinductor_alice/xy/cxyz.py", "call"}, FrameKind::Generated},
+      // PyTorch: installed, checked out, relative, functorch; a torch/ folder in a home directory is the user's
+      {{pkg("torch/nn/modules/linear.py"), "forward"}, FrameKind::Torch},
+      {{"/home/u/.venv/lib/python3.11/site-packages/torch/nn/functional.py", "linear"}, FrameKind::Torch},
+      {{"/home/u/env/lib/python3.10/dist-packages/torch/autograd/__init__.py", "backward"}, FrameKind::Torch},
+      {{"torch/_dynamo/eval_frame.py", "_fn"}, FrameKind::Torch},
+      {{"/usr/local/lib/python3.10/torch/_dynamo/convert_frame.py", "_compile"}, FrameKind::Torch},
+      {{pkg("functorch/_src/aot_autograd.py"), "aot_function"}, FrameKind::Torch},
+      {{"/home/me/pytorch/torch/_tensor.py", "backward"}, FrameKind::Torch},
+      {{"/home/me/proj/torch/utils.py", "helper"}, FrameKind::User},
+      {{"C:\\Users\\me\\venv\\Lib\\site-packages\\torch\\nn\\modules\\module.py", "_call_impl"}, FrameKind::Torch},
+      // other installed packages
+      {{pkg("transformers/models/llama/modeling_llama.py"), "forward"}, FrameKind::ThirdParty},
+      {{"/usr/lib/python3/dist-packages/accelerate/accelerator.py", "backward"}, FrameKind::ThirdParty},
+      {{"/usr/local/lib/python3.12/dist-packages/vllm/worker/model_runner.py", "execute_model"}, FrameKind::ThirdParty},
+      {{pkg("deepspeed/runtime/zero/stage3.py"), "step"}, FrameKind::ThirdParty},
+      {{pkg("lightning/pytorch/loops/optimization/automatic.py"), "run"}, FrameKind::ThirdParty},
+      // the standard library and the interpreter
+      {{"/usr/lib/python3.10/threading.py", "run"}, FrameKind::Stdlib},
+      {{"/usr/lib/python2.7/runpy.py", "_run_code"}, FrameKind::Stdlib},
+      {{"/usr/lib64/python3.9/runpy.py", "_run_module_as_main"}, FrameKind::Stdlib},
+      {{"C:\\Python311\\Lib\\runpy.py", "_run_code"}, FrameKind::Stdlib},
+      {{"<frozen runpy>", "_run_module_as_main"}, FrameKind::Stdlib},
+      // the user's code
+      {{"/home/me/train.py", "main"}, FrameKind::User},
+      {{"train.py", "<module>"}, FrameKind::User},
+      {{"/workspace/model.py", "forward"}, FrameKind::User},
+      // frames PyTorch's tools omit
+      {{"??", "torch::unwind::unwind()"}, FrameKind::Native, true},
+      {{"??", "torch::CapturedTraceback::gather(bool, bool, bool)"}, FrameKind::Native, true},
+      {{"??", "torch::gather_with_cpp()"}, FrameKind::Native, true},
+      {{"??", "PyEval_EvalCode"}, FrameKind::Native, true},
+      {{"??", "PyObject_Call"}, FrameKind::Native, true},
+      {{"??", "_PyFunction_Vectorcall"}, FrameKind::Native, true},
+      {{"aten/src/ATen/core/boxing/impl/boxing.h", "call"}, FrameKind::Native, true},
+      {{"build/aten/src/ATen/RegisterCUDA.cpp", "wrapper_CUDA_mm"}, FrameKind::Native, true},
+      {{"build/aten/src/ATen/RedispatchFunctions.h", "mm"}, FrameKind::Native, true},
+      {{"Python/pythonrun.c", "run_mod"}, FrameKind::Native, true},
+      {{"Modules/main.c", "pymain_run_python"}, FrameKind::Native, true},
+      {{"Objects/call.c", "object_vacall"}, FrameKind::Native, true},
+      {{"Objects/methodobject.c", "cfunction_call"}, FrameKind::Native, true},
+      {{"Include/internal/pycore_ceval.h", "eval_frame_inline"}, FrameKind::Native, true},
+      {{"Python/ceval.c", "main_loop"}, FrameKind::Native, true},
+      {{"Include/cpython/abstract.h", "vectorcall_tstate"}, FrameKind::Native, true},
+  };
+  return cases;
+}
+
+struct StackCase {
+  std::string what;
+  std::vector<FrameText> frames;  // innermost first
+  std::size_t site;               // the position choose_site must pick
+  Category category;
+};
+
+const FrameText kUser{"/home/me/train.py", "main"};
+const FrameText kAddmm{"/usr/lib/libtorch_cuda.so", "at::native::addmm"};
+
+std::vector<StackCase> stack_cases() {
+  std::vector<StackCase> cases = {
+      // realistic stacks
+      {"C++ frames and ??:0 under torch._dynamo",
+       {{"??", "c10::cuda::CUDACachingAllocator::malloc(void**, int, unsigned long, CUstream_st*)"},
+        {"??", "??"},
+        {"aten/src/ATen/native/cuda/Blas.cpp", "at::native::addmm_out_cuda_impl"},
+        {"??", "_PyEval_EvalFrameDefault"},
+        {pkg("torch/_dynamo/eval_frame.py"), "_fn"},
+        {"/home/me/train.py", "train"}},
+       5, Category::Unknown},
+      {"vllm layer called from the user's server",
+       {{pkg("vllm/model_executor/layers/linear.py"), "forward"},
+        {pkg("torch/nn/modules/module.py"), "_call_impl"},
+        {pkg("vllm/worker/model_runner.py"), "execute_model"},
+        {"/home/me/serve.py", "main"}},
+       3, Category::Activation},
+      {"vllm serve: no user frame, the innermost third-party frame",
+       {{pkg("torch/nn/functional.py"), "linear"}, {pkg("vllm/model_executor/layers/linear.py"), "forward"},
+        {pkg("vllm/entrypoints/cli/main.py"), "main"}},
+       1, Category::Activation},
+      {"deepspeed ZeRO-3 partitions built from the user's script",
+       {{pkg("deepspeed/runtime/zero/stage3.py"), "_create_fp32_partitions"},
+        {pkg("deepspeed/runtime/engine.py"), "_configure_zero_optimizer"}, kUser},
+       2, Category::Unknown},
+      {"accelerate backward",
+       {{pkg("torch/autograd/graph.py"), "_engine_run_backward"}, {pkg("torch/autograd/__init__.py"), "backward"},
+        {pkg("torch/_tensor.py"), "backward"}, {pkg("accelerate/accelerator.py"), "backward"}, kUser},
+       4, Category::Gradient},
+      {"lightning runs forward inside optimizer.step(closure)",
+       {{pkg("torch/nn/modules/linear.py"), "forward"},
+        {pkg("torch/nn/modules/module.py"), "_call_impl"},
+        {"/home/me/model.py", "training_step"},
+        {pkg("lightning/pytorch/loops/optimization/automatic.py"), "closure"},
+        {pkg("torch/optim/optimizer.py"), "wrapper"},
+        {pkg("lightning/pytorch/loops/optimization/automatic.py"), "run"}},
+       2, Category::Activation},
+      {"transformers trainer without a user frame",
+       {{pkg("transformers/models/llama/modeling_llama.py"), "forward"},
+        {pkg("torch/nn/modules/module.py"), "_call_impl"},
+        {pkg("transformers/trainer.py"), "training_step"}},
+       0, Category::Activation},
+      {"only torch frames: the innermost",
+       {{pkg("torch/nn/functional.py"), "linear"}, {pkg("torch/nn/modules/linear.py"), "forward"}}, 0,
+       Category::Activation},
+      {"third-party before torch",
+       {{pkg("torch/nn/functional.py"), "linear"}, {pkg("transformers/activations.py"), "gelu"}}, 1, Category::Unknown},
+      {"generated and standard library: the innermost Python frame",
+       {{"??", "at::native::mm"}, {"<eval_with_key>.3", "forward"}, {"/usr/lib/python3.10/threading.py", "run"}}, 1,
+       Category::Activation},
+      {"nothing worth naming: the innermost frame",
+       {{"??", "c10::cuda::CUDACachingAllocator::malloc"}, {"??", "??"}}, 0, Category::Unknown},
+      // autograd in C++ only: the node, not the kernel
+      {"backward node",
+       {{"??", "c10::cuda::CUDACachingAllocator::malloc"},
+        {"/usr/lib/libtorch_cuda.so", "at::native::mm_out_cuda"},
+        {"/usr/lib/libtorch_cpu.so", "torch::autograd::generated::MmBackward0::apply"},
+        {"/usr/lib/libtorch_cpu.so", "torch::autograd::Engine::evaluate_function"},
+        {"??", "start_thread"}},
+       2, Category::Gradient},
+      {"autograd engine thread", {{"??", "torch::autograd::Engine::thread_main"}}, 0, Category::Gradient},
+      {"AccumulateGrad", {{"??", "torch::autograd::AccumulateGrad::apply"}}, 0, Category::Gradient},
+      {"evaluate_function", {{"??", "evaluate_function"}}, 0, Category::Gradient},
+      {"engine under a Python forward is activation (checkpoint recompute)",
+       {{"??", "torch::autograd::Engine::execute"}, {"/home/me/model.py", "forward"}}, 1, Category::Activation},
+      // communication
+      {"torch.distributed", {{pkg("torch/distributed/distributed_c10d.py"), "all_gather_into_tensor"}, kUser}, 1,
+       Category::Communication},
+      {"c10d", {{"??", "c10d::Reducer::initialize_buckets"}, kUser}, 1, Category::Communication},
+      {"nccl", {{"/usr/lib/libnccl.so.2", "ncclAllReduce"}, kUser}, 1, Category::Communication},
+      {"NCCL", {{"??", "ProcessGroupNCCL::allreduce"}, kUser}, 1, Category::Communication},
+      // optimizer state, gradients
+      {"Adam state", {{pkg("torch/optim/adam.py"), "_init_group"}, {pkg("torch/optim/optimizer.py"), "wrapper"}, kUser},
+       2, Category::OptimizerState},
+      {"Windows optimizer path", {{"C:\\venv\\Lib\\site-packages\\torch\\optim\\adam.py", "step"}, kUser}, 1,
+       Category::OptimizerState},
+      {"backward()", {{pkg("torch/autograd/__init__.py"), "backward"}, kUser}, 1, Category::Gradient},
+      {"_engine_run_backward", {{pkg("torch/autograd/graph.py"), "_engine_run_backward"}, kUser}, 1, Category::Gradient},
+      {"autograd.grad", {{pkg("torch/autograd/__init__.py"), "grad"}, kUser}, 1, Category::Gradient},
+      {"backward inside forward is activation",
+       {{"/home/me/model.py", "forward"}, {pkg("torch/autograd/__init__.py"), "backward"}}, 0, Category::Activation},
+      // parameters
+      {"Module.to", {{pkg("torch/nn/modules/module.py"), "to"}, kUser}, 1, Category::Parameter},
+      {"Module.cuda", {{pkg("torch/nn/modules/module.py"), "cuda"}, kUser}, 1, Category::Parameter},
+      {"Module._apply", {{pkg("torch/nn/modules/module.py"), "_apply"}, kUser}, 1, Category::Parameter},
+      {"convert", {{pkg("torch/nn/modules/module.py"), "convert"}, kUser}, 1, Category::Parameter},
+      {"nn.Parameter", {{pkg("torch/nn/parameter.py"), "__new__"}, kUser}, 1, Category::Parameter},
+      {"reset_parameters", {{pkg("torch/nn/modules/linear.py"), "reset_parameters"}, kUser}, 1, Category::Parameter},
+      {"load_state_dict", {{"/home/me/ckpt.py", "load_state_dict"}}, 0, Category::Parameter},
+      {"from_pretrained", {{pkg("transformers/modeling_utils.py"), "from_pretrained"}, kUser}, 1, Category::Parameter},
+      {"module constructor",
+       {{pkg("torch/nn/modules/linear.py"), "__init__"}, {"/home/me/model.py", "__init__"}}, 1, Category::Parameter},
+      // activations, unknown
+      {"forward", {{"/home/me/model.py", "forward"}}, 0, Category::Activation},
+      {"_call_impl", {{pkg("torch/nn/modules/module.py"), "_call_impl"}, kUser}, 1, Category::Activation},
+      {"_wrapped_call_impl", {{pkg("torch/nn/modules/module.py"), "_wrapped_call_impl"}, kUser}, 1, Category::Activation},
+      {"nothing decisive", {{"/home/me/data.py", "collate"}}, 0, Category::Unknown},
+  };
+  // Native frames not worth naming: the next native frame is the site.
+  for (const FrameText& skipped :
+       std::vector<FrameText>{{"??", "c10::cuda::CUDAStream::query"},
+                              {"??", "torch::CapturedTraceback::symbolize"},
+                              {"??", "<unwind unsupported>"},
+                              {"??", "execute_native_thread_routine"},
+                              {"??", "start_thread"},
+                              {"??", "__clone3"},
+                              {"??", "at::native::empty_cuda"},
+                              {"??", "at::CachingHostAllocator::record_event"},
+                              {"??", "at::native::allocate_workspace"},
+                              {"??", "__libc_malloc"},
+                              {"??", "??"},
+                              {"/usr/lib/libfoo.so", ""}}) {
+    cases.push_back({"skips " + skipped.name, {skipped, kAddmm}, 1, Category::Unknown});
+  }
+  return cases;
+}
+
+// A snapshot with one stack of `frames`, their facts from `rules` (as the builder sets them).
+Snapshot snapshot_of(const std::vector<FrameText>& frames, std::span<const FactRule> rules) {
+  Snapshot s;
+  s.strings = {""};
+  for (const FrameText& f : frames) {
+    Frame frame;
+    frame.filename = static_cast<StrId>(s.strings.size());
+    s.strings.push_back(f.file);
+    frame.name = static_cast<StrId>(s.strings.size());
+    s.strings.push_back(f.name);
+    frame.facts = frame_facts(f.file, f.name, ~FrameFacts(0), rules);
+    s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
+    s.frames.push_back(frame);
+  }
+  s.stack_offsets.push_back(static_cast<std::uint32_t>(s.stack_frames.size()));
+  return s;
+}
+constexpr StackId kStack = 1;
+
+// What is wrong with the case under `rules` ("" when it comes out as expected).
+std::string frame_case_error(const FrameCase& c, std::span<const FactRule> rules) {
+  const FrameFacts facts = frame_facts(c.frame.file, c.frame.name, ~FrameFacts(0), rules);
+  std::string error;
+  if (frame_kind(facts) != c.kind) error += std::string(" kind ") + frame_kind_name(frame_kind(facts));
+  if (((facts & kOmitted) != 0) != c.omitted) error += c.omitted ? " not omitted" : " omitted";
+  return error;
+}
+
+std::string stack_case_error(const StackCase& c, std::span<const FactRule> rules) {
+  const Snapshot s = snapshot_of(c.frames, rules);
+  const SiteChoice site = choose_site(s, kStack);
+  std::string error;
+  if (!site.found || site.position != c.site) error += " site at " + std::to_string(site.position);
+  if (categorize_stack(s, kStack) != c.category) error += std::string(" category ") + category_name(categorize_stack(s, kStack));
+  return error;
+}
+
+TEST(FrameRules, EveryFrameCaseGetsItsKind) {
+  for (const FrameCase& c : frame_cases()) {
+    EXPECT_EQ(frame_case_error(c, frame_fact_rules()), "") << c.frame.file << " " << c.frame.name;
+    EXPECT_EQ(classify_frame(c.frame.file, c.frame.name), c.kind) << c.frame.file;
+    EXPECT_EQ(is_omitted_frame(c.frame.file, c.frame.name), c.omitted) << c.frame.name;
+  }
+}
+
+TEST(FrameRules, EveryStackCaseGetsItsSiteAndCategory) {
+  for (const StackCase& c : stack_cases()) EXPECT_EQ(stack_case_error(c, frame_fact_rules()), "") << c.what;
+}
+
+TEST(FrameRules, EveryKindRowDecidesACase) {
+  for (const KindRule& rule : frame_kind_rules()) {
+    bool decides = false;
+    for (const FrameCase& c : frame_cases()) decides |= &kind_rule(frame_facts(c.frame.file, c.frame.name)) == &rule;
+    EXPECT_TRUE(decides) << rule.reason;
+  }
+}
+
+TEST(FrameRules, EveryCategoryRowDecidesACase) {
+  for (const CategoryRule& rule : category_rules()) {
+    bool decides = false;
+    for (const StackCase& c : stack_cases()) {
+      const Snapshot s = snapshot_of(c.frames, frame_fact_rules());
+      decides |= &category_rule(stack_signals(s, kStack)) == &rule;
+    }
+    EXPECT_TRUE(decides) << rule.reason;
+  }
+}
+
+// A pattern row no case depends on is dead or untested: dropping each row must break a case.
+TEST(FrameRules, EveryPatternRowIsNeededByACase) {
+  const std::span<const FactRule> all = frame_fact_rules();
+  const std::vector<StackCase> stacks = stack_cases();
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    std::vector<FactRule> without(all.begin(), all.end());
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(r));
+    std::size_t broken = 0;
+    for (const FrameCase& c : frame_cases()) broken += !frame_case_error(c, without).empty();
+    for (const StackCase& c : stacks) broken += !stack_case_error(c, without).empty();
+    EXPECT_GT(broken, 0u) << "row " << r << " (" << all[r].file.text << " " << all[r].name.text << ": " << all[r].reason
+                          << ") decides no case";
+  }
+}
+
+TEST(FrameRules, AnEmptyStackHasNoSite) {
+  const Snapshot s = snapshot_of({}, frame_fact_rules());
+  EXPECT_FALSE(choose_site(s, kNoStack).found);
+  EXPECT_EQ(categorize_stack(s, kNoStack), Category::Unknown);
+}
+
+// The builder sets every interned frame's facts: a JSON snapshot's site and category come out
+// as from the table.
+TEST(FrameRules, TheBuilderSetsEachFramesFacts) {
+  const std::string json = R"({"segments":[{"device":0,"address":0,"total_size":1024,"stream":0,"blocks":[
+    {"size":1024,"state":"active_allocated","frames":[
+      {"filename":"??","name":"c10::cuda::CUDACachingAllocator::malloc","line":0},
+      {"filename":"/opt/conda/lib/python3.11/site-packages/torch/optim/adam.py","name":"_init_group","line":120},
+      {"filename":"/home/me/train.py","name":"main","line":42}]}]}]})";
+  const LoadedSnapshot loaded = test::load_bytes(std::vector<std::uint8_t>(json.begin(), json.end()));
+  const Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.frames.size(), 3u);
+  for (const Frame& f : s.frames) EXPECT_EQ(f.facts, frame_facts(s.str(f.filename), s.str(f.name)));
+  const std::vector<Site> sites = attribute(s, live_blocks(s));
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites[0].site, "/home/me/train.py:42");
+  EXPECT_EQ(sites[0].kind, FrameKind::User);
+  EXPECT_EQ(sites[0].category, Category::OptimizerState);
+  EXPECT_EQ(sites[0].bytes, 1024u);
+}
+
+}  // namespace
+}  // namespace memsnap
