@@ -14,6 +14,7 @@
 #include "report/downsample.h"
 #include "report/json_report.h"
 #include "base/address_map.h"
+#include "base/checked.h"
 
 namespace memsnap {
 namespace {
@@ -114,8 +115,8 @@ std::vector<std::int64_t> reserved_curve(const TraceEvents& events, std::int64_t
     const auto size = static_cast<std::int64_t>(e.size);
     std::int64_t d = 0;
     if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap) d = size;
-    else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap) d = -size;
-    r[k] = r[k + 1] - d;
+    else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap) d = wrapping_sub(0, size);
+    r[k] = wrapping_sub(r[k + 1], d);
   }
   return r;
 }
@@ -131,14 +132,14 @@ void put_x(ojson& j, const std::vector<std::size_t>& idx, const TraceEvents& eve
   if (!timed) return;
   std::vector<std::int64_t> t;
   t.reserve(idx.size());
-  for (std::size_t k : idx) t.push_back(time_at(events, k) - t0);
+  for (std::size_t k : idx) t.push_back(saturating_sub(time_at(events, k), t0));
   j["t_us"] = t;
 }
 
 ojson marker(std::size_t k, const TraceEvents& events, bool timed, std::int64_t t0) {
   ojson m;
   m["index"] = k;
-  if (timed) m["t_us"] = time_at(events, k) - t0;
+  if (timed) m["t_us"] = saturating_sub(time_at(events, k), t0);
   return m;
 }
 
