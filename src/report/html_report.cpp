@@ -180,7 +180,7 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
       open[e.addr] = id;
       ev_site[k] = id;
       grow(delta);
-      delta[id] += static_cast<std::int64_t>(e.size);
+      delta[id] = wrapping_add(delta[id], static_cast<std::int64_t>(e.size));  // absurd sizes wrap
     } else if (e.action == Action::FreeCompleted) {
       std::uint32_t id;
       if (auto it = open.find(e.addr); it != open.end()) {
@@ -191,24 +191,24 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
       }
       ev_site[k] = id;
       grow(delta);
-      delta[id] -= static_cast<std::int64_t>(e.size);
+      delta[id] = wrapping_sub(delta[id], static_cast<std::int64_t>(e.size));
     }
   }
   std::vector<std::int64_t> end;
   s.for_each_live_block(t.device, [&](const Block& b) {
     const std::uint32_t id = sites.of_stack(b.stack);
     grow(end);
-    end[id] += static_cast<std::int64_t>(b.requested_size);
+    end[id] = wrapping_add(end[id], static_cast<std::int64_t>(b.requested_size));
   });
   grow(delta);
   grow(end);
   std::vector<std::int64_t> cur(sites.size()), most(sites.size());
-  for (std::size_t i = 0; i < cur.size(); ++i) most[i] = cur[i] = end[i] - delta[i];
+  for (std::size_t i = 0; i < cur.size(); ++i) most[i] = cur[i] = wrapping_sub(end[i], delta[i]);
   for (std::size_t k = 0; k < n; ++k) {
     const std::uint32_t id = ev_site[k];
     if (id == kNone) continue;
-    cur[id] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
-                                                  : -static_cast<std::int64_t>(events[k].size);
+    const auto size = static_cast<std::int64_t>(events[k].size);
+    cur[id] = events[k].action == Action::Alloc ? wrapping_add(cur[id], size) : wrapping_sub(cur[id], size);
     most[id] = std::max(most[id], cur[id]);
   }
   std::vector<std::uint32_t> order;
@@ -233,21 +233,22 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
   std::vector<std::int64_t> other;
   for (auto& v : series) v.reserve(idx.size());
   other.reserve(idx.size());
-  for (std::size_t i = 0; i < cur.size(); ++i) cur[i] = end[i] - delta[i];
+  for (std::size_t i = 0; i < cur.size(); ++i) cur[i] = wrapping_sub(end[i], delta[i]);
   std::size_t next = 0;
   for (std::size_t k = 0; k <= n && next < idx.size(); ++k) {
     if (idx[next] == k) {
       std::int64_t sum = 0;
       for (std::size_t j = 0; j < top.size(); ++j) {
         series[j].push_back(cur[top[j]]);
-        sum += cur[top[j]];
+        sum = wrapping_add(sum, cur[top[j]]);
       }
-      other.push_back(curve[k] - sum);
+      other.push_back(wrapping_sub(curve[k], sum));
       ++next;
     }
     if (k < n && ev_site[k] != kNone) {
-      cur[ev_site[k]] += events[k].action == Action::Alloc ? static_cast<std::int64_t>(events[k].size)
-                                                            : -static_cast<std::int64_t>(events[k].size);
+      const auto size = static_cast<std::int64_t>(events[k].size);
+      std::int64_t& c = cur[ev_site[k]];
+      c = events[k].action == Action::Alloc ? wrapping_add(c, size) : wrapping_sub(c, size);
     }
   }
   ojson j;
@@ -255,7 +256,7 @@ ojson stacked_sites(const Snapshot& s, const DeviceTimeline& t, const TraceEvent
   auto arr = ojson::array();
   for (std::size_t i = 0; i < top.size(); ++i) {
     const std::uint32_t id = top[i];
-    arr.push_back({{"site", sites.emit(id)}, {"max", most[id]}, {"start", end[id] - delta[id]}, {"end", end[id]},
+    arr.push_back({{"site", sites.emit(id)}, {"max", most[id]}, {"start", wrapping_sub(end[id], delta[id])}, {"end", end[id]},
                    {"growth", delta[id]}, {"values", std::move(series[i])}});
   }
   j["sites"] = std::move(arr);

@@ -56,8 +56,9 @@ TEST(HostileOverflow, StepTableOfHugeAllocationsIsDefined) {
 }
 
 TEST(HostileOverflow, HtmlReservedCurveAndTimeAxisAreDefined) {
-  // Segment allocations of 6 EiB walked backwards from no segment; times from -2^63 + 10 to 2^63 - 10.
-  for (const char* name : {"huge_segment_events.pickle", "huge_times.pickle", "huge_steps.pickle"}) {
+  // Segment allocations of 6 EiB walked backwards from no segment; times from -2^63 + 10 to 2^63 - 10;
+  // per-site stacked curves of 6 EiB allocations (three at one site, one a step).
+  for (const char* name : {"huge_segment_events.pickle", "huge_times.pickle", "huge_steps.pickle", "huge_sizes.pickle"}) {
     const test::CliRun r = test::run_memsnap(hostile(name) + " --format html");
     EXPECT_EQ(r.status, 0) << name << ": " << r.err;
     EXPECT_NE(r.out.find("</html>"), std::string::npos) << name;
