@@ -95,6 +95,27 @@ def global_annotations():
     return snapshot(traces=traces, annotations=anns)
 
 
+def huge_steps():
+    # Four ProfilerStep#N starts, an allocation of 2^62 + 2^61 bytes in each (never freed): the
+    # per-site bytes at the step boundaries pass 2^63.
+    size = (1 << 62) + (1 << 61)
+    anns = [{"name": f"ProfilerStep#{i}", "stage": "START", "device": 0, "time_us": 1000 + 100 * i} for i in range(4)]
+    evs = [event("alloc", (i + 1) << 20, size, 1010 + 100 * i) for i in range(4)]
+    return snapshot(traces=[evs], annotations=anns)
+
+
+def huge_segment_events():
+    # Segment allocations of 2^62 + 2^61 bytes with no segment in the final state: the reserved
+    # curve, walked backwards from 0, passes -2^63.
+    size = (1 << 62) + (1 << 61)
+    return snapshot(traces=[[event("segment_alloc", (i + 1) << 40, size, 1000 + i) for i in range(3)]])
+
+
+def one_huge_segment(size):
+    # One segment wholly used by one block of `size` bytes.
+    return snapshot(segments=[segment(1 << 40, size, [block(size)])])
+
+
 def write_pickle(path, obj):
     with open(path, "wb") as f:
         pickle.dump(obj, f, protocol=4)
@@ -106,9 +127,17 @@ def main():
     cases = {"huge_sizes": huge_sizes, "huge_segments": huge_segments, "huge_times": huge_times, "wide_int": wide_int,
              "self_referencing_settings": self_referencing_settings, "many_unknown_keys": many_unknown_keys,
              "many_unknown_actions": many_unknown_actions, "many_block_states": many_block_states,
-             "bad_utf8_frames": bad_utf8_frames, "global_annotations": global_annotations}
+             "bad_utf8_frames": bad_utf8_frames, "global_annotations": global_annotations,
+             "huge_steps": huge_steps, "huge_segment_events": huge_segment_events,
+             # --diff huge_segment_low huge_segment_high: the deltas pass -2^63 as int64.
+             "huge_segment_low": lambda: one_huge_segment((1 << 62) + (1 << 61)),
+             "huge_segment_high": lambda: one_huge_segment((1 << 63) + (1 << 62))}
     for name, make in cases.items():
         write_pickle(os.path.join(out, name + ".pickle"), make())
+    # Two ranks of 2^62 + 2^61 allocated bytes each: their median passes 2^63 on the way.
+    os.makedirs(os.path.join(out, "huge_ranks"), exist_ok=True)
+    for rank in range(2):
+        write_pickle(os.path.join(out, "huge_ranks", f"rank{rank}.pickle"), one_huge_segment((1 << 62) + (1 << 61)))
     # Invalid UTF-8 bytes (not even surrogates) in a frame's filename: patch the pickle's bytes.
     raw = pickle.dumps(bad_utf8_frames(), protocol=4).replace(b"/w/\xed\xb2\x80lone.py", b"/w/\xff\xfe\xc0lone.py")
     open(os.path.join(out, "invalid_utf8_frames.pickle"), "wb").write(raw)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "base/checked.h"
 #include "base/format_bytes.h"
 
 namespace memsnap {
@@ -212,7 +213,7 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
 }
 
 std::string diff_headline(const DiffReport& d) {
-  const std::int64_t live = static_cast<std::int64_t>(d.after.allocated) - static_cast<std::int64_t>(d.before.allocated);
+  const std::int64_t live = saturating_difference(d.before.allocated, d.after.allocated);
   const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
                                          format_bytes(static_cast<std::int64_t>(d.after.allocated)));
   const DiffSite* top = nullptr;

@@ -10,6 +10,7 @@
 
 #include "analysis/patterns.h"
 #include "analysis/steps.h"
+#include "base/checked.h"
 #include "base/format_bytes.h"
 
 namespace memsnap {
@@ -247,8 +248,8 @@ std::vector<DiffSite> diff_sites(const std::vector<Site>& before, const std::vec
   std::vector<DiffSite> out;
   out.reserve(by_key.size());
   for (auto& [key, d] : by_key) {
-    d.delta_bytes = static_cast<std::int64_t>(d.bytes_after) - static_cast<std::int64_t>(d.bytes_before);
-    d.delta_blocks = static_cast<std::int64_t>(d.blocks_after) - static_cast<std::int64_t>(d.blocks_before);
+    d.delta_bytes = saturating_difference(d.bytes_before, d.bytes_after);
+    d.delta_blocks = saturating_difference(d.blocks_before, d.blocks_after);
     if (d.blocks_before == 0 && d.blocks_after > 0) d.status = DiffStatus::New;
     else if (d.blocks_after == 0 && d.blocks_before > 0) d.status = DiffStatus::Removed;
     else if (d.delta_bytes > 0 || (d.delta_bytes == 0 && d.delta_blocks > 0)) d.status = DiffStatus::Grown;

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <numeric>
 #include <set>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
 
@@ -41,16 +43,16 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
   std::vector<std::string> reason(n);
   for (std::size_t i = 0; i < n; ++i) {
     const RankResult& x = r.ranks[i];
-    const std::int64_t dev = x.metric - r.median;
+    const std::int64_t dev = std::max(saturating_sub(x.metric, r.median), -kInt64Max);
     const std::int64_t tol = std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(r.median)));
     if (n == 2) {
       const RankResult& other = r.ranks[1 - i];
       const std::int64_t lo = std::min(x.metric, other.metric);
       if (x.metric > other.metric &&
-          x.metric - other.metric > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
+          saturating_sub(x.metric, other.metric) > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
         outlier[i] = true;
         reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", metric_label(r.metric), format_bytes(x.metric), format_bytes(other.metric), other.rank,
-                                "+", format_bytes(x.metric - other.metric));
+                                "+", format_bytes(saturating_sub(x.metric, other.metric)));
       }
     } else if (dev > tol || -dev > tol) {
       outlier[i] = true;
@@ -66,7 +68,7 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
   std::size_t ref = n;
   for (std::size_t i = 0; i < n; ++i) {
     if (outlier[i]) continue;
-    if (ref == n || std::llabs(r.ranks[i].metric - r.median) < std::llabs(r.ranks[ref].metric - r.median)) ref = i;
+    if (ref == n || absolute_difference(r.ranks[i].metric, r.median) < absolute_difference(r.ranks[ref].metric, r.median)) ref = i;
   }
   if (ref == n) return out;
   const bool peak = r.metric == RankMetric::PeakAllocated;
@@ -227,7 +229,7 @@ RankReport compare_ranks(const std::string& directory, const std::vector<std::st
     values.push_back(x.metric);
   }
   std::sort(values.begin(), values.end());
-  r.median = (values[(values.size() - 1) / 2] + values[values.size() / 2]) / 2;
+  r.median = std::midpoint(values[(values.size() - 1) / 2], values[values.size() / 2]);
   for (std::size_t i = 1; i < r.ranks.size(); ++i) {
     if (r.ranks[i].metric > r.ranks[r.body].metric) r.body = i;
   }

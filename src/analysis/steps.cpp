@@ -1,5 +1,6 @@
 // Step boundaries from annotations or the trace, allocation lifetimes, and per-site series.
 #include "analysis/steps.h"
+#include "base/checked.h"
 
 #include <algorithm>
 #include <cctype>
@@ -64,7 +65,7 @@ bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, Steps&
   std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> groups;
   for (const StepMark& m : t.steps) {
     if (annotation_priority(m.name) == 0 || before_window(m, events)) continue;
-    const std::string key = starts_with(m.name, "ProfilerStep#") ? std::string("ProfilerStep#N") : m.name;
+    const std::string key = starts_with(m.name, "ProfilerStep#") ? std::string("ProfilerStep#N") : std::string(m.name);
     auto& g = groups[key];
     (m.stage == "START" ? g.first : g.second).push_back(m.event_index);
   }
@@ -475,8 +476,10 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     const std::size_t k = series(sites.of(l.stack));
     if (first < nb && l.free == kStillLive) ++table.series[k].kept;
     if (first < end) {
-      dbytes[k][first] += static_cast<std::int64_t>(l.size);
-      dbytes[k][end] -= static_cast<std::int64_t>(l.size);
+      // Wrapping: the running sum below is exact whenever the true bytes fit (absurd sizes are
+      // flagged by plausibility).
+      dbytes[k][first] = wrapping_add(dbytes[k][first], static_cast<std::int64_t>(l.size));
+      dbytes[k][end] = wrapping_sub(dbytes[k][end], static_cast<std::int64_t>(l.size));
       dblocks[k][first] += 1;
       dblocks[k][end] -= 1;
     }
@@ -493,7 +496,7 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     ss.blocks.resize(nb);
     std::int64_t b = 0, n = 0;
     for (std::size_t j = 0; j < nb; ++j) {
-      b += dbytes[k][j];
+      b = wrapping_add(b, dbytes[k][j]);
       n += dblocks[k][j];
       ss.bytes[j] = b;
       ss.blocks[j] = n;

@@ -5,6 +5,7 @@
 #include "base/parallel.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -170,14 +171,46 @@ void find_live_at_peak_and_ooms(DeviceTimeline& t) {
   t.live_at_oom = std::move(live);
 }
 
-void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
-  for (const Annotation& a : s.annotations) {
-    if (a.device != t.device && a.device != -1) continue;
+// The snapshot's annotations indexed once: their text (name, stage, name, stage, ...) copied once
+// for all the timelines, and their indices by device, in file order.
+struct AnnotationIndex {
+  std::shared_ptr<const std::vector<std::string>> text;
+  std::vector<std::size_t> every_device;                       // device -1
+  std::map<std::int64_t, std::vector<std::size_t>> by_device;  // one device's own
+};
+
+AnnotationIndex index_annotations(const Snapshot& s) {
+  AnnotationIndex index;
+  auto text = std::make_shared<std::vector<std::string>>();
+  text->reserve(2 * s.annotations.size());
+  for (std::size_t i = 0; i < s.annotations.size(); ++i) {
+    const Annotation& a = s.annotations[i];
+    text->push_back(a.name);
+    text->push_back(a.stage);
+    (a.device == -1 ? index.every_device : index.by_device[a.device]).push_back(i);
+  }
+  index.text = std::move(text);
+  return index;
+}
+
+// The device's marks: its own annotations and those for every device, in file order.
+void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events, const AnnotationIndex& index) {
+  static const std::vector<std::size_t> kNone;
+  const auto own_it = index.by_device.find(t.device);
+  const std::vector<std::size_t>& own = own_it == index.by_device.end() ? kNone : own_it->second;
+  std::vector<std::size_t> mine;
+  mine.reserve(own.size() + index.every_device.size());
+  std::merge(own.begin(), own.end(), index.every_device.begin(), index.every_device.end(), std::back_inserter(mine));
+  const std::vector<std::string>& text = *index.text;
+  t.annotation_text = index.text;
+  t.steps.reserve(mine.size());
+  for (std::size_t i : mine) {
+    const Annotation& a = s.annotations[i];
     const auto it = std::lower_bound(events.begin(), events.end(), a.time_us,
                                      [](const TraceEvent& e, std::int64_t time) { return e.time_us < time; });
-    StepMark m{a.name, a.stage, a.time_us, static_cast<std::size_t>(it - events.begin()), 0};
+    StepMark m{text[2 * i], text[2 * i + 1], a.time_us, static_cast<std::size_t>(it - events.begin()), 0};
     m.live_bytes = t.curve[m.event_index];
-    t.steps.push_back(std::move(m));
+    t.steps.push_back(m);
   }
 }
 
@@ -251,10 +284,11 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
     if (i < out.size()) pair_events(out[i], s, s.events_of(out[i].device));
     else fill_curve(out[i - out.size()], s.events_of(out[i - out.size()].device));
   });
+  const AnnotationIndex annotations = index_annotations(s);
   parallel_for(out.size(), [&](std::size_t i) {
     DeviceTimeline& t = out[i];
     fill_reserved(t, s.events_of(t.device), end_reserved[i]);
-    mark_steps(t, s, s.events_of(t.device));
+    mark_steps(t, s, s.events_of(t.device), annotations);
     find_live_at_peak_and_ooms(t);
   });
   return out;

@@ -6,8 +6,10 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/attribution.h"
@@ -16,9 +18,11 @@
 
 namespace memsnap {
 
+// A mark's name and stage view text that the timeline's annotation_text owns: an annotation for
+// every device (device -1) is one copy of its text shared by all the timelines, not one a device.
 struct StepMark {
-  std::string name;   // e.g. "ProfilerStep#3" or "Optimizer.step#AdamW.step"
-  std::string stage;  // START / END
+  std::string_view name;   // e.g. "ProfilerStep#3" or "Optimizer.step#AdamW.step"
+  std::string_view stage;  // START / END
   std::int64_t time_us = 0;
   std::size_t event_index = 0;  // events before this mark
   std::int64_t live_bytes = 0;  // live requested bytes at the mark
@@ -90,6 +94,8 @@ struct DeviceTimeline {
   std::uint64_t pending_bytes = 0;
   std::vector<std::int64_t> pending_streams;  // streams of the pending requests (unique)
   std::vector<StepMark> steps;
+  // The text `steps` views (names and stages of the snapshot's annotations), shared by the timelines.
+  std::shared_ptr<const std::vector<std::string>> annotation_text;
   // Live requested bytes after each event (size events + 1): curve[0] is the window's start.
   LiveCurve curve;
   // Every allocation the window saw, in event order, then the blocks live at the end that the

@@ -21,6 +21,10 @@ inline constexpr std::size_t kMaxContainerItems = 1u << 31;      // total items 
 inline constexpr std::size_t kMaxCopiedJsonValues = 4096;
 // Distinct unknown keys / actions listed by name in the report (the rest are counted).
 inline constexpr std::size_t kMaxListedUnknowns = 256;
+// Annotations listed in the JSON report's timelines, in all, split evenly over the devices (the
+// rest are counted): 64 devices x 40k annotations for every device would list 2.56 M (about 1 KB
+// of memory each while the report is built).
+inline constexpr std::size_t kMaxListedAnnotations = 20'000;
 // Trace events kept per device whatever --max-trace-events says: the analysis indexes them with
 // 32 bits (and 2^32 events would take 128 GiB).
 inline constexpr std::uint64_t kMaxKeptEventsPerDevice = 0xFFFFFFFEull;

@@ -13,6 +13,7 @@
 #include "analysis/fragmentation.h"
 #include "analysis/layout_replay.h"
 #include "report/downsample.h"
+#include "base/checked.h"
 #include "report/json_report.h"
 
 namespace memsnap {

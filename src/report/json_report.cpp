@@ -1,11 +1,14 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
 
+#include "base/checked.h"
 #include "base/limits.h"
 #include "analysis/patterns.h"
 #include "report/comparison_report.h"
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <fmt/format.h>
 
 namespace memsnap {
@@ -71,7 +74,8 @@ nlohmann::ordered_json pattern_json(const Pattern& p) {
           {"fix", fixes},            {"saving_bytes", p.saving_bytes ? nlohmann::ordered_json(*p.saving_bytes) : nlohmann::ordered_json(nullptr)}};
 }
 
-nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
+// `listed`: how many of the device's annotations are listed (the rest are counted).
+nlohmann::ordered_json timeline_json(const DeviceTimeline& t, std::size_t listed) {
   nlohmann::ordered_json j;
   j["device"] = t.device;
   j["events"] = t.events;
@@ -86,10 +90,11 @@ nlohmann::ordered_json timeline_json(const DeviceTimeline& t) {
   j["pending_free_bytes"] = t.pending_bytes;
   j["pending_streams"] = t.pending_streams;
   auto steps = nlohmann::ordered_json::array();
-  for (const auto& m : t.steps) {
+  for (const auto& m : std::span(t.steps).first(std::min(listed, t.steps.size()))) {
     steps.push_back({{"name", m.name}, {"stage", m.stage}, {"time_us", m.time_us}, {"event_index", m.event_index}, {"live_bytes", m.live_bytes}});
   }
   j["annotations"] = steps;
+  if (t.steps.size() > listed) j["annotations_not_listed"] = t.steps.size() - listed;
   return j;
 }
 
@@ -222,7 +227,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["top_sites"] = sites_json(o.sites_before, 5);
   }
   auto timelines = nlohmann::ordered_json::array();
-  for (const auto& t : a.timelines) timelines.push_back(timeline_json(t));
+  for (const auto& t : a.timelines) timelines.push_back(timeline_json(t, limits::kMaxListedAnnotations / std::max<std::size_t>(1, a.timelines.size())));
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
   j["pools"] = pools_json(a.pools);
@@ -249,9 +254,9 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
 namespace {
 
 nlohmann::ordered_json delta_totals_json(const Totals& before, const Totals& after) {
-  auto d = [](std::uint64_t a, std::uint64_t b) { return static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a); };
+  auto d = [](std::uint64_t a, std::uint64_t b) { return saturating_difference(a, b); };
   auto opt = [](const std::optional<std::int64_t>& a, const std::optional<std::int64_t>& b) {
-    return a && b ? nlohmann::ordered_json(*b - *a) : nlohmann::ordered_json(nullptr);
+    return a && b ? nlohmann::ordered_json(saturating_sub(*b, *a)) : nlohmann::ordered_json(nullptr);
   };
   nlohmann::ordered_json j;
   j["reserved"] = d(before.reserved, after.reserved);
