@@ -31,20 +31,6 @@ std::string display_function(std::string_view name, FrameKind kind) {
 
 }  // namespace
 
-const char* category_name(Category c) {
-  switch (c) {
-    case Category::Parameter: return "parameter";
-    case Category::Gradient: return "gradient";
-    case Category::OptimizerState: return "optimizer_state";
-    case Category::Activation: return "activation";
-    case Category::Temporary: return "temporary";
-    case Category::Communication: return "communication";
-    case Category::UserContainer: return "user_container";
-    case Category::Unknown: return "unknown";
-  }
-  return "unknown";
-}
-
 std::string site_label(const Snapshot& s, StackId stack) {
   const SiteChoice c = choose_site(s, stack);
   if (!c.found) return "";

@@ -11,13 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "analysis/frame_filter.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
 
 enum class Category { Parameter, Gradient, OptimizerState, Activation, Temporary, Communication, UserContainer, Unknown };
-const char* category_name(Category c);
+template <>
+struct EnumNames<Category> {
+  static constexpr std::array<std::string_view, 8> names = {"parameter",     "gradient",       "optimizer_state", "activation",
+                                                            "temporary",     "communication",  "user_container",  "unknown"};
+};
+inline const char* category_name(Category c) { return name_of(c).data(); }
 
 // What a stack's frames show for its category: the innermost position of each decisive frame
 // (kNever: none) and whether any frame shows the others.

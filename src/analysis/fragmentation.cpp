@@ -266,15 +266,6 @@ Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::s
   return final_layout(snapshot, device);
 }
 
-const char* oom_verdict_name(OomVerdict v) {
-  switch (v) {
-    case OomVerdict::Fragmentation: return "fragmentation";
-    case OomVerdict::Capacity: return "capacity";
-    case OomVerdict::Unclear: return "unclear";
-  }
-  return "unclear";
-}
-
 // Per device, the layouts before its OOMs from the segment events and the lifetimes.
 std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
                                       const std::vector<DeviceTimeline>& timelines) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
 #include "analysis/trace_summary.h"
@@ -47,7 +48,11 @@ struct Layout {
 Layout layout_before_event(const Snapshot& snapshot, std::int64_t device, std::size_t event_index);
 
 enum class OomVerdict { Fragmentation, Capacity, Unclear };
-const char* oom_verdict_name(OomVerdict v);
+template <>
+struct EnumNames<OomVerdict> {
+  static constexpr std::array<std::string_view, 3> names = {"fragmentation", "capacity", "unclear"};
+};
+inline const char* oom_verdict_name(OomVerdict v) { return name_of(v).data(); }
 
 struct OomAnalysis {
   OomEvent event;

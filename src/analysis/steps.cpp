@@ -346,20 +346,6 @@ bool path_has(std::string_view file, std::string_view part) {
   return std::search(file.begin(), file.end(), part.begin(), part.end(), same) != file.end();
 }
 
-const char* step_source_name(StepSource source) {
-  switch (source) {
-    case StepSource::None: return "none";
-    case StepSource::ProfilerStep: return "ProfilerStep annotations";
-    case StepSource::OptimizerStep: return "Optimizer.step annotations";
-    case StepSource::ZeroGrad: return "Optimizer.zero_grad annotations";
-    case StepSource::DataLoader: return "DataLoader iteration annotations";
-    case StepSource::UserRegion: return "record_function annotations";
-    case StepSource::OptimizerTrace: return "recurring optimizer allocations in the trace";
-    case StepSource::Period: return "the period of the allocation sequence";
-  }
-  return "none";
-}
-
 bool is_optimizer_stack(const Snapshot& s, StackId stack) {
   const FrameId* frames = s.stack_begin(stack);
   bool module_call = false;

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "analysis/attribution.h"
 #include "analysis/timeline.h"
 #include "model/snapshot.h"
@@ -44,7 +45,18 @@ class SiteIndex {
 };
 
 enum class StepSource { None, ProfilerStep, OptimizerStep, ZeroGrad, DataLoader, UserRegion, OptimizerTrace, Period };
-const char* step_source_name(StepSource source);
+template <>
+struct EnumNames<StepSource> {
+  static constexpr std::array<std::string_view, 8> names = {"none",
+                                                            "ProfilerStep annotations",
+                                                            "Optimizer.step annotations",
+                                                            "Optimizer.zero_grad annotations",
+                                                            "DataLoader iteration annotations",
+                                                            "record_function annotations",
+                                                            "recurring optimizer allocations in the trace",
+                                                            "the period of the allocation sequence"};
+};
+inline const char* step_source_name(StepSource source) { return name_of(source).data(); }
 
 struct Steps {
   std::int64_t device = 0;

@@ -302,13 +302,4 @@ PeakCertainty peak_certainty(const DeviceTimeline& t) {
   return PeakCertainty::InWindow;
 }
 
-const char* peak_certainty_name(PeakCertainty c) {
-  switch (c) {
-    case PeakCertainty::InWindow: return "in_window";
-    case PeakCertainty::AtWindowStart: return "at_window_start";
-    case PeakCertainty::TooShort: return "too_short";
-  }
-  return "in_window";
-}
-
 }  // namespace memsnap

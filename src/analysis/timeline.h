@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "analysis/attribution.h"
 #include "analysis/live_curve.h"
 #include "model/snapshot.h"
@@ -122,8 +123,12 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 // `_record_memory_history(True)` ring of one entry, say), too short to show a peak; a device with
 // nothing live in the window is InWindow (its peak, 0, is known).
 enum class PeakCertainty { InWindow, AtWindowStart, TooShort };
+template <>
+struct EnumNames<PeakCertainty> {
+  static constexpr std::array<std::string_view, 3> names = {"in_window", "at_window_start", "too_short"};
+};
 PeakCertainty peak_certainty(const DeviceTimeline& timeline);
-const char* peak_certainty_name(PeakCertainty certainty);
+inline const char* peak_certainty_name(PeakCertainty certainty) { return name_of(certainty).data(); }
 
 // Indices into timeline.lifetimes of the allocations live just before each kept event index in
 // `ascending` (sorted), in one pass over the lifetimes.
