@@ -13,16 +13,6 @@ constexpr std::array<const char*, kActionCount> kActionNames = {
     "segment_unmap", "snapshot", "oom", "user_defined", "annotate", "unknown"};
 }  // namespace
 
-const char* block_state_name(BlockState state) {
-  switch (state) {
-    case BlockState::ActiveAllocated: return "active_allocated";
-    case BlockState::ActivePendingFree: return "active_pending_free";
-    case BlockState::Inactive: return "inactive";
-    case BlockState::Unknown: return "unknown";
-  }
-  return "unknown";
-}
-
 const char* action_name(Action action) { return kActionNames[static_cast<std::size_t>(action)]; }
 
 Action parse_action(std::string_view name) {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/big_vector.h"
 #include "model/frame_facts.h"
 
@@ -21,7 +22,11 @@ using StackId = std::uint32_t;
 inline constexpr StackId kNoStack = 0;  // stack 0 is the empty stack
 
 enum class BlockState : std::uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Unknown };
-const char* block_state_name(BlockState state);
+template <>
+struct EnumNames<BlockState> {
+  static constexpr std::array<std::string_view, 4> names = {"active_allocated", "active_pending_free", "inactive", "unknown"};
+};
+inline const char* block_state_name(BlockState state) { return name_of(state).data(); }
 
 enum class Action : std::uint8_t {
   Alloc,

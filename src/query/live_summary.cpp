@@ -38,24 +38,6 @@ std::string what_of(const Site& site) {
 
 }  // namespace
 
-std::optional<GroupBy> parse_group_by(std::string_view text) {
-  for (GroupBy g : {GroupBy::Site, GroupBy::Function, GroupBy::File, GroupBy::Kind, GroupBy::Stack}) {
-    if (text == group_by_name(g)) return g;
-  }
-  return std::nullopt;
-}
-
-const char* group_by_name(GroupBy g) {
-  switch (g) {
-    case GroupBy::Site: return "site";
-    case GroupBy::Function: return "function";
-    case GroupBy::File: return "file";
-    case GroupBy::Kind: return "kind";
-    case GroupBy::Stack: return "stack";
-  }
-  return "site";
-}
-
 std::vector<LiveGroup> group_live(const Snapshot& s, SiteCache& sites, const std::vector<LiveAllocation>& allocations,
                                   GroupBy by, std::size_t depth) {
   std::vector<LiveGroup> groups;

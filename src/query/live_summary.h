@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "analysis/attribution.h"
 #include "analysis/layout_replay.h"
 #include "query/live_set.h"
@@ -16,8 +17,12 @@
 namespace memsnap {
 
 enum class GroupBy { Site, Function, File, Kind, Stack };
-std::optional<GroupBy> parse_group_by(std::string_view text);
-const char* group_by_name(GroupBy g);
+template <>
+struct EnumNames<GroupBy> {
+  static constexpr std::array<std::string_view, 5> names = {"site", "function", "file", "kind", "stack"};
+};
+inline std::optional<GroupBy> parse_group_by(std::string_view text) { return enum_from_name<GroupBy>(text); }
+inline const char* group_by_name(GroupBy g) { return name_of(g).data(); }
 
 struct LiveGroup {
   std::string key;               // the site "file:line", "function (file)", the file, the kind, or the frames
