@@ -197,22 +197,29 @@ std::int64_t rank_from_name(const std::string& filename) {
   return -1;
 }
 
+std::vector<std::int64_t> ranks_of_files(const std::vector<std::string>& files) {
+  std::set<std::int64_t> seen;
+  bool by_name = true;
+  for (const auto& f : files) {
+    const std::int64_t rank = rank_from_name(f);
+    by_name &= rank >= 0 && seen.insert(rank).second;
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < files.size(); ++i) out.push_back(by_name ? rank_from_name(files[i]) : static_cast<std::int64_t>(i));
+  return out;
+}
+
 RankReport compare_ranks(const std::string& directory, const std::vector<std::string>& files,
                          std::vector<std::optional<RankResult>> results, const std::vector<std::string>& errors) {
   RankReport r;
   r.directory = directory;
-  std::set<std::int64_t> seen;
-  bool by_name = true;
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    const std::int64_t rank = rank_from_name(files[i]);
-    by_name &= rank >= 0 && seen.insert(rank).second;
-  }
+  const std::vector<std::int64_t> ranks = ranks_of_files(files);
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (!results[i]) {
       r.skipped.push_back(fmt::format("{}: {}", fs::path(files[i]).filename().string(), errors[i]));
       continue;
     }
-    results[i]->rank = by_name ? rank_from_name(files[i]) : static_cast<std::int64_t>(i);
+    results[i]->rank = ranks[i];
     r.ranks.push_back(std::move(*results[i]));
   }
   if (r.ranks.empty()) {

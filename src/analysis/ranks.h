@@ -55,6 +55,10 @@ struct RankReport {
 // -> 3), else the last run of digits ("mem_r5.pickle" -> 5); -1 when the name has none.
 std::int64_t rank_from_name(const std::string& filename);
 
+// The rank of each file: the digits of its name when every name has distinct ones, else its
+// position in `files`.
+std::vector<std::int64_t> ranks_of_files(const std::vector<std::string>& files);
+
 // One rank's result from its analysis: the model state and OOM count kept, the timeline curves,
 // lifetimes and live sets dropped to save memory.
 RankResult rank_result(const std::string& path, const LoadedSnapshot& loaded, Analysis analysis);

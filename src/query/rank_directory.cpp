@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "analysis/analyze.h"
@@ -27,20 +26,6 @@ bool snapshot_extension(std::string_view name) {
     }
   }
   return false;
-}
-
-// The rank compare_ranks() will give each file: the digits of its name when every name has
-// distinct ones, else its position.
-std::vector<std::int64_t> ranks_of(const std::vector<std::string>& files) {
-  std::set<std::int64_t> seen;
-  bool by_name = true;
-  for (const auto& f : files) {
-    const std::int64_t rank = rank_from_name(f);
-    by_name &= rank >= 0 && seen.insert(rank).second;
-  }
-  std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < files.size(); ++i) out.push_back(by_name ? rank_from_name(files[i]) : static_cast<std::int64_t>(i));
-  return out;
 }
 
 // The full snapshot and analysis of the rank that would be the body under one metric: the
@@ -76,7 +61,7 @@ RankDirectory analyze_rank_directory(const std::string& directory, const LoadOpt
   if (files.empty()) {
     throw InputError("the directory holds no snapshot files", "put one snapshot per rank in it (e.g. rank0.pickle, rank1.pickle)");
   }
-  const auto ranks = ranks_of(files);
+  const auto ranks = ranks_of_files(files);  // as compare_ranks() numbers them
   std::vector<std::optional<RankResult>> results(files.size());
   std::vector<std::string> errors(files.size());
   BodyCandidate by_peak, by_allocated;  // the body is chosen by peak when every rank has one
