@@ -210,6 +210,7 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
   }
   body.next_steps = std::move(steps);
   for (const auto& s : r.skipped) body.uncertainties.insert(body.uncertainties.begin(), sentence("skipped {}", s));
+  body.uncertainties.insert(body.uncertainties.begin(), r.warnings.begin(), r.warnings.end());
 }
 
 std::string diff_headline(const DiffReport& d) {
@@ -237,16 +238,17 @@ std::string diff_headline(const DiffReport& d) {
 }
 
 
-std::string ranks_headline(const RankReport& r) {
+// The comparison itself: balanced, uneven, or the ranks that stand out.
+static std::string ranks_comparison_headline(const RankReport& r) {
   const Analysis& body = r.ranks[r.body].analysis;
+  std::size_t lo = 0, hi = 0;
+  for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+    if (r.ranks[i].metric < r.ranks[lo].metric) lo = i;
+    if (r.ranks[i].metric > r.ranks[hi].metric) hi = i;
+  }
   if (r.outliers.empty()) {
-    std::int64_t lo = r.ranks.front().metric, hi = lo;
-    for (const auto& x : r.ranks) {
-      lo = std::min(lo, x.metric);
-      hi = std::max(hi, x.metric);
-    }
-    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), metric_label(r.metric), format_bytes(lo), format_bytes(hi),
-                       r.ranks[r.body].rank, body.headline);
+    return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), metric_label(r.metric),
+                       format_bytes(r.ranks[lo].metric), format_bytes(r.ranks[hi].metric), r.ranks[r.body].rank, body.headline);
   }
   std::vector<std::int64_t> ranks;
   for (const auto& o : r.outliers) ranks.push_back(o.rank);
@@ -257,9 +259,19 @@ std::string ranks_headline(const RankReport& r) {
     why = fmt::format("; {} ({}) explains {}{} of it against rank {}", s.site, s.function, s.delta_bytes > 0 ? "+" : "-",
                       format_bytes(s.delta_bytes > 0 ? s.delta_bytes : -s.delta_bytes), o.reference_rank);
   }
+  if (r.spread == RankSpread::Uneven) {
+    return fmt::format("The {} ranks differ throughout, with no common level ({} from {} on rank {} to {} on rank {}); rank {} has {}{}.", r.ranks.size(),
+                       metric_label(r.metric), format_bytes(r.ranks[lo].metric), r.ranks[lo].rank, format_bytes(r.ranks[hi].metric),
+                       r.ranks[hi].rank, o.rank, o.reason, why);
+  }
   return fmt::format("Rank{} {} of {} stand{} out: rank {} has {}{}.", ranks.size() > 1 ? "s" : "", rank_list(ranks), r.ranks.size(),
                      ranks.size() > 1 ? "" : "s", o.rank, o.reason, why);
 }
 
+
+std::string ranks_headline(const RankReport& r) {
+  if (r.warnings.empty()) return ranks_comparison_headline(r);
+  return ranks_comparison_headline(r) + " Caution: the files may not be ranks of one job (" + r.warnings.front().text() + ").";
+}
 
 }  // namespace memsnap

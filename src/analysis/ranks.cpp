@@ -30,50 +30,117 @@ constexpr std::int64_t kOutlierFloor = 64ll << 20;
 // Replication across ranks: model state within 2% on every rank, >= 50% of live, >= 512 MiB.
 constexpr double kSameSize = 1.02;
 constexpr std::uint64_t kMinModelState = 512ull << 20;
+// Parameter memory compared across ranks only from this size on.
+constexpr std::uint64_t kMinJobParameters = 256ull << 20;
 
 
 
-std::vector<RankOutlier> find_outliers(const RankReport& r) {
+std::int64_t tolerance_around(std::int64_t value) {
+  return std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(value)));
+}
+
+std::int64_t median_of(std::vector<std::int64_t> values) {
+  std::sort(values.begin(), values.end());
+  return std::midpoint(values[(values.size() - 1) / 2], values[values.size() / 2]);
+}
+
+// Which ranks stand out and the rank they are compared with.
+struct OutlierChoice {
+  RankSpread spread = RankSpread::Balanced;
+  std::vector<bool> outlier;
+  std::size_t reference = 0;
+};
+
+std::size_t lowest_rank(const RankReport& r) {
+  std::size_t lo = 0;
+  for (std::size_t i = 1; i < r.ranks.size(); ++i) lo = r.ranks[i].metric < r.ranks[lo].metric ? i : lo;
+  return lo;
+}
+
+std::size_t closest_to_median(const RankReport& r, const std::vector<bool>& outlier) {
+  std::size_t ref = r.ranks.size();
+  for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+    if (outlier[i]) continue;
+    if (ref == r.ranks.size() || absolute_difference(r.ranks[i].metric, r.median) < absolute_difference(r.ranks[ref].metric, r.median)) ref = i;
+  }
+  return ref;
+}
+
+// Balanced when the spread is within the tolerance; else the ranks far from a robust centre (the
+// median, with 3 scaled median absolute deviations) stand out against the rank closest to it;
+// when none is that far (ranks spread evenly, or two equal groups) every rank above the lowest by
+// more than the tolerance is compared with the lowest.
+OutlierChoice choose_outliers(const RankReport& r) {
+  const std::size_t n = r.ranks.size();
+  OutlierChoice c;
+  c.outlier.assign(n, false);
+  const std::size_t lo = lowest_rank(r);
+  std::int64_t hi = r.ranks[lo].metric;
+  for (const RankResult& x : r.ranks) hi = std::max(hi, x.metric);
+  if (saturating_sub(hi, r.ranks[lo].metric) <= tolerance_around(r.median)) return c;
+  if (n >= 3) {
+    std::vector<std::int64_t> deviations;
+    for (const RankResult& x : r.ranks) deviations.push_back(absolute_difference(x.metric, r.median));
+    const double mad = 1.4826 * double(median_of(deviations));
+    const auto threshold = std::max<double>(double(tolerance_around(r.median)), 3.0 * mad);
+    for (std::size_t i = 0; i < n; ++i) c.outlier[i] = double(absolute_difference(r.ranks[i].metric, r.median)) > threshold;
+    if (std::find(c.outlier.begin(), c.outlier.end(), true) != c.outlier.end()) {
+      c.spread = RankSpread::Outliers;
+      c.reference = closest_to_median(r, c.outlier);
+      return c;
+    }
+  }
+  c.spread = n == 2 ? RankSpread::Outliers : RankSpread::Uneven;
+  c.reference = lo;
+  const std::int64_t tol = tolerance_around(r.ranks[lo].metric);
+  for (std::size_t i = 0; i < n; ++i) c.outlier[i] = saturating_sub(r.ranks[i].metric, r.ranks[lo].metric) > tol;
+  return c;
+}
+
+std::string outlier_reason(const RankReport& r, const OutlierChoice& c, std::size_t i) {
+  const RankResult& x = r.ranks[i];
+  if (!c.outlier[i]) return "";
+  const bool against_median = c.spread == RankSpread::Outliers && r.ranks.size() >= 3;
+  const std::int64_t base = against_median ? r.median : r.ranks[c.reference].metric;
+  const std::int64_t dev = std::max(saturating_sub(x.metric, base), -kInt64Max);
+  const std::string versus = against_median ? fmt::format("a median of {}", format_bytes(r.median))
+                                            : fmt::format("{} on rank {}", format_bytes(base), r.ranks[c.reference].rank);
+  return fmt::format("{} {} against {} ({}{})", metric_label(r.metric), format_bytes(x.metric), versus, dev >= 0 ? "+" : "-",
+                     format_bytes(dev >= 0 ? dev : -dev));
+}
+
+// A rank with OOM events where most ranks have none stands out too.
+void add_oom_outliers(const RankReport& r, OutlierChoice& c, std::vector<std::string>& reason) {
+  std::size_t ooms = 0;
+  for (const auto& x : r.ranks) ooms += x.oom_events > 0;
+  if (ooms * 2 >= r.ranks.size()) return;
+  bool added = false;
+  for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+    const RankResult& x = r.ranks[i];
+    if (x.oom_events == 0) continue;
+    reason[i] += fmt::format("{}{} OOM event(s) where most ranks have none", reason[i].empty() ? "" : "; ", x.oom_events);
+    added |= !c.outlier[i];
+    c.outlier[i] = true;
+  }
+  if (!added) return;
+  if (c.spread == RankSpread::Balanced) c.spread = RankSpread::Outliers;
+  if (c.outlier[c.reference]) c.reference = closest_to_median(r, c.outlier);
+}
+
+std::vector<RankOutlier> find_outliers(RankReport& r) {
   std::vector<RankOutlier> out;
   const std::size_t n = r.ranks.size();
   if (n < 2) return out;
-  std::size_t ooms = 0;
-  for (const auto& x : r.ranks) ooms += x.oom_events > 0;
-  std::vector<bool> outlier(n, false);
+  OutlierChoice c = choose_outliers(r);
   std::vector<std::string> reason(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const RankResult& x = r.ranks[i];
-    const std::int64_t dev = std::max(saturating_sub(x.metric, r.median), -kInt64Max);
-    const std::int64_t tol = std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(r.median)));
-    if (n == 2) {
-      const RankResult& other = r.ranks[1 - i];
-      const std::int64_t lo = std::min(x.metric, other.metric);
-      if (x.metric > other.metric &&
-          saturating_sub(x.metric, other.metric) > std::max<std::int64_t>(kOutlierFloor, static_cast<std::int64_t>(kOutlierFraction * double(lo)))) {
-        outlier[i] = true;
-        reason[i] = fmt::format("{} {} against {} on rank {} ({}{})", metric_label(r.metric), format_bytes(x.metric), format_bytes(other.metric), other.rank,
-                                "+", format_bytes(saturating_sub(x.metric, other.metric)));
-      }
-    } else if (dev > tol || -dev > tol) {
-      outlier[i] = true;
-      reason[i] = fmt::format("{} {} against a median of {} ({}{})", metric_label(r.metric), format_bytes(x.metric), format_bytes(r.median), dev > 0 ? "+" : "-",
-                              format_bytes(dev > 0 ? dev : -dev));
-    }
-    if (x.oom_events > 0 && ooms * 2 < n) {
-      reason[i] += fmt::format("{}{} OOM event(s) where most ranks have none", reason[i].empty() ? "" : "; ", x.oom_events);
-      outlier[i] = true;
-    }
-  }
-  // The reference: the non-outlier rank closest to the median.
-  std::size_t ref = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (outlier[i]) continue;
-    if (ref == n || absolute_difference(r.ranks[i].metric, r.median) < absolute_difference(r.ranks[ref].metric, r.median)) ref = i;
-  }
-  if (ref == n) return out;
+  for (std::size_t i = 0; i < n; ++i) reason[i] = outlier_reason(r, c, i);
+  add_oom_outliers(r, c, reason);
+  r.spread = c.spread;
+  if (c.reference >= n) return out;  // every rank had an OOM event the others lack: nothing to compare with
+  const std::size_t ref = c.reference;
   const bool peak = r.metric == RankMetric::PeakAllocated;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!outlier[i]) continue;
+    if (!c.outlier[i]) continue;
     RankOutlier o;
     o.rank = r.ranks[i].rank;
     o.reference_rank = r.ranks[ref].rank;
@@ -90,6 +157,32 @@ std::vector<RankOutlier> find_outliers(const RankReport& r) {
       o.sites.push_back(s);
     }
     out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// Files that plainly are not ranks of one job: parameter memory more than 2x apart (pipeline
+// stages differ like that too, unsharded), or some ranks training (gradients, optimizer state)
+// and others not.
+std::vector<Sentence> job_warnings(const RankReport& r) {
+  std::vector<Sentence> out;
+  std::size_t lo = 0, hi = 0;
+  std::vector<std::int64_t> training, inference;
+  for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+    const ModelState& m = r.ranks[i].model;
+    if (m.parameters < r.ranks[lo].model.parameters) lo = i;
+    if (m.parameters > r.ranks[hi].model.parameters) hi = i;
+    (m.gradients + m.ddp_buckets + m.optimizer_state > 0 ? training : inference).push_back(r.ranks[i].rank);
+  }
+  const std::uint64_t plo = r.ranks[lo].model.parameters, phi = r.ranks[hi].model.parameters;
+  if (phi >= kMinJobParameters && phi > 2 * plo) {
+    out.push_back(sentence("parameter memory differs from {} on rank {} to {} on rank {}: pipeline stages differ like that, otherwise these files "
+                           "are not ranks of one job",
+                           Bytes(plo), r.ranks[lo].rank, Bytes(phi), r.ranks[hi].rank));
+  }
+  if (!training.empty() && !inference.empty()) {
+    out.push_back(sentence("rank(s) {} hold gradients or optimizer state and rank(s) {} none: training and inference snapshots mixed?",
+                           rank_list(training), rank_list(inference)));
   }
   return out;
 }
@@ -241,6 +334,7 @@ RankReport compare_ranks(const std::string& directory, const std::vector<std::st
     if (r.ranks[i].metric > r.ranks[r.body].metric) r.body = i;
   }
   r.outliers = find_outliers(r);
+  r.warnings = job_warnings(r);
   merge_patterns(r);
   return r;
 }

@@ -22,6 +22,15 @@ struct EnumNames<RankMetric> {
   static constexpr std::array<std::string_view, 2> names = {"peak_allocated", "allocated"};
 };
 
+// How the ranks' metrics spread: all within the tolerance; some ranks far from a robust centre
+// (compared with the rank closest to the median); or uneven throughout, with no common level
+// (each compared with the lowest rank).
+enum class RankSpread { Balanced, Outliers, Uneven };
+template <>
+struct EnumNames<RankSpread> {
+  static constexpr std::array<std::string_view, 3> names = {"balanced", "outliers", "uneven"};
+};
+
 struct RankResult {
   std::int64_t rank = 0;
   std::string path;
@@ -34,7 +43,7 @@ struct RankResult {
 
 struct RankOutlier {
   std::int64_t rank = 0;
-  std::int64_t reference_rank = 0;  // the rank closest to the median
+  std::int64_t reference_rank = 0;  // the rank closest to the median (RankSpread::Uneven: the lowest)
   std::int64_t value = 0, median = 0;
   std::string reason;               // one sentence with the numbers
   std::vector<DiffSite> sites;      // the sites that explain the difference, largest first
@@ -45,7 +54,9 @@ struct RankReport {
   std::vector<RankResult> ranks;  // by rank
   RankMetric metric = RankMetric::Allocated;
   std::int64_t median = 0;
+  RankSpread spread = RankSpread::Balanced;
   std::vector<RankOutlier> outliers;
+  std::vector<Sentence> warnings;  // the files may not be ranks of one job
   std::vector<Pattern> patterns;  // found across ranks (each says on which ranks)
   std::vector<std::string> skipped;  // files that could not be analyzed, with the reason
   std::size_t body = 0;           // index of the rank the report body describes (highest metric)

@@ -333,6 +333,10 @@ void add_ranks_json(nlohmann::ordered_json& report, const RankReport& r, std::si
   c["directory"] = r.directory;
   c["metric"] = name_of(r.metric);
   c["median"] = r.median;
+  c["spread"] = name_of(r.spread);
+  auto warnings = nlohmann::ordered_json::array();
+  for (const Sentence& w : r.warnings) warnings.push_back(w.text());
+  c["warnings"] = warnings;
   c["body_rank"] = r.ranks[r.body].rank;
   auto outliers = nlohmann::ordered_json::array();
   for (const RankOutlier& o : r.outliers) {

@@ -282,7 +282,12 @@ std::string ranks_text(const RankReport& r) {
     out += wrap(fmt::format("No outlier rank: every rank's {} is within 10% (or 64 MiB) of the median {}.",
                             metric_label(r.metric), format_bytes(r.median)),
                 "  ", "    ");
+  } else if (r.spread == RankSpread::Uneven) {
+    out += wrap(fmt::format("The ranks differ throughout (no rank is near a common level): each is compared with rank {}, the lowest.",
+                            r.outliers.front().reference_rank),
+                "  ", "    ");
   }
+  for (const Sentence& w : r.warnings) out += wrap(w.text(), "  warning: ", "    ");
   for (const RankOutlier& o : r.outliers) {
     out += wrap(fmt::format("rank {} stands out: {}", o.rank, o.reason), "  * ", "    ");
     for (const DiffSite& s : o.sites) {
