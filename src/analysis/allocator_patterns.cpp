@@ -11,6 +11,8 @@ namespace {
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
+bool expandable_on(const Snapshot& s) { return s.settings.expandable_segments.value_or(false); }
+
 void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& out) {
   for (const OomAnalysis& o : a.ooms) {
     if (o.verdict != OomVerdict::Fragmentation && o.verdict != OomVerdict::Capacity) continue;
@@ -31,7 +33,8 @@ void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& ou
     p.summary = sentence("{}", o.reason);
     if (o.verdict == OomVerdict::Fragmentation) {
       p.id = PatternId::Fragmentation;
-      p.fix = {fix(FixId::ExpandableSegments), fix(FixId::MaxSplitSize, o.suggested_max_split_mb), fix(FixId::FixedShapes)};
+      p.fix = {expandable_on(s) ? fix(FixId::ExpandableAlreadyOn) : fix(FixId::ExpandableSegments), fix(FixId::MaxSplitSize, o.suggested_max_split_mb),
+               fix(FixId::FixedShapes)};
       p.saving_bytes = o.fragments_in_pool;
     } else {
       p.id = PatternId::Capacity;
@@ -45,7 +48,7 @@ void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& ou
 // Without an OOM, inactive memory is only worth a finding when it is large: fragments (free
 // blocks inside segments that still hold live ones) spread thin are fragmentation; wholly free
 // segments are ordinary cache, said plainly to be "not fragmentation".
-void inactive_memory(const Measured& a, std::vector<Pattern>& out) {
+void inactive_memory(const Snapshot& s, const Measured& a, std::vector<Pattern>& out) {
   if (!a.ooms.empty()) return;
   const Totals& t = a.totals.overall;
   if (t.inactive < 2 * kGiB || t.inactive * 10 < t.reserved * 3) return;
@@ -67,7 +70,8 @@ void inactive_memory(const Measured& a, std::vector<Pattern>& out) {
     p.confidence = Confidence::Low;
     p.summary = sentence("{} of {} reserved is free in fragments spread over {} partly used segments, the largest only {}",
                          Bytes(fragments), Bytes(t.reserved), used_segments, Bytes(t.largest_fragment));
-    p.fix = {fix(FixId::ExpandableIfLargerFails, Bytes(t.largest_fragment)), fix(FixId::EmptyCacheKeepsFragments)};
+    p.fix = {expandable_on(s) ? fix(FixId::ExpandableAlreadyOn) : fix(FixId::ExpandableIfLargerFails, Bytes(t.largest_fragment)),
+             fix(FixId::EmptyCacheKeepsFragments)};
     p.saving_bytes = fragments;
   } else {
     p.id = PatternId::CachedMemory;
@@ -135,7 +139,7 @@ void non_pytorch_memory(const Measured& a, std::vector<Pattern>& out) {
 std::vector<Pattern> allocator_patterns(const Snapshot& s, const Measured& a) {
   std::vector<Pattern> out;
   oom_patterns(s, a, out);
-  inactive_memory(a, out);
+  inactive_memory(s, a, out);
   pending_frees(a, out);
   non_pytorch_memory(a, out);
   return out;

@@ -1,5 +1,6 @@
 // Runs the analysis stages over a loaded snapshot and checks the totals' invariants.
 #include "analysis/analyze.h"
+#include "analysis/patterns_devices.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -85,6 +86,7 @@ Diagnosed diagnose_patterns(const Snapshot& s, const Measured& m) {
   d.diagnosis = diagnose(s, m);
   for (auto& p : d.diagnosis.patterns) d.patterns.push_back(std::move(p));
   d.diagnosis.patterns.clear();
+  if (auto p = device_imbalance(s, m)) d.patterns.push_back(std::move(*p));
   return d;
 }
 

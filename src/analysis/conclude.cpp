@@ -213,10 +213,50 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
   body.uncertainties.insert(body.uncertainties.begin(), r.warnings.begin(), r.warnings.end());
 }
 
+namespace {
+
+std::string file_name(const std::string& path) { return path.substr(path.find_last_of("/\\") == std::string::npos ? 0 : path.find_last_of("/\\") + 1); }
+
+// "activation +241.00 MiB at linear.py:15 (forward)", for the kinds that moved most.
+std::string kind_changes(const DiffReport& d, std::size_t most) {
+  std::string out;
+  for (std::size_t i = 0; i < d.kinds.size() && i < most; ++i) {
+    const KindDelta& k = d.kinds[i];
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", category_name(k.category), Bytes(k.delta, true).text());
+    if (!k.top_site.empty()) out += fmt::format(" at {} ({})", k.top_site, k.top_function);
+  }
+  return out;
+}
+
+// Two runs (two configurations of one script): peak against peak, by kind.
+std::string two_runs_headline(const DiffReport& d) {
+  const std::string later = file_name(d.after_path), earlier = file_name(d.before_path);
+  std::string what;
+  if (d.kinds_at_peak) {
+    const std::int64_t delta = saturating_sub(*d.peak_after, *d.peak_before);
+    what = fmt::format("{}'s peak is {} {} than {}'s ({} against {})", later, format_bytes(delta < 0 ? -delta : delta), delta >= 0 ? "higher" : "lower",
+                       earlier, format_bytes(*d.peak_after), format_bytes(*d.peak_before));
+  } else {
+    const std::int64_t live = saturating_difference(d.before.allocated, d.after.allocated);
+    what = fmt::format("{} holds {} {} live memory than {}", later, format_bytes(live < 0 ? -live : live), live >= 0 ? "more" : "less", earlier);
+  }
+  const std::string kinds = kind_changes(d, 2);
+  return fmt::format("These are two runs, not two points of one run ({}), so they are compared {}: {}{}{}.", d.relation_evidence,
+                     d.kinds_at_peak ? "peak against peak" : "at the end", what, kinds.empty() ? "" : ": ", kinds);
+}
+
+std::string peak_change(const DiffReport& d) {
+  if (!d.peak_before || !d.peak_after) return "";
+  return fmt::format(", peak {} ({})", format_bytes(*d.peak_after), Bytes(saturating_sub(*d.peak_after, *d.peak_before), true).text());
+}
+
+}  // namespace
+
 std::string diff_headline(const DiffReport& d) {
+  if (d.relation == DiffRelation::TwoRuns) return two_runs_headline(d);
   const std::int64_t live = saturating_difference(d.before.allocated, d.after.allocated);
-  const std::string change = fmt::format("live memory {} {} (to {})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
-                                         format_bytes(static_cast<std::int64_t>(d.after.allocated)));
+  const std::string change = fmt::format("live memory {} {} (to {}{})", live >= 0 ? "grew by" : "shrank by", format_bytes(live < 0 ? -live : live),
+                                         format_bytes(static_cast<std::int64_t>(d.after.allocated)), peak_change(d));
   const DiffSite* top = nullptr;
   for (const DiffSite& s : d.sites) {
     if (s.delta_bytes > 0) {
@@ -226,6 +266,11 @@ std::string diff_headline(const DiffReport& d) {
   }
   if (!top) {
     return fmt::format("Between the two snapshots{} {}; no allocation site grew, so nothing leaks between them.", steps_phrase(d), change);
+  }
+  if (d.stacks_on_neither) {
+    return fmt::format("Between the two snapshots{} {} in {} blocks; neither snapshot recorded stacks, so the growth cannot be placed by site "
+                       "and no leak verdict is possible (record with _record_memory_history(stacks=\"python\") or \"all\").",
+                       steps_phrase(d), change, fmt::format("{}{}", top->delta_blocks > 0 ? "+" : "", top->delta_blocks));
   }
   std::string tail;
   if (top->verdict != DiffVerdict::None) tail = fmt::format(": {} ({})", name_of(top->verdict), name_of(*top->pattern));

@@ -89,17 +89,21 @@ void check_trace_overlap(const LoadedSnapshot& before, const Analysis& ba, const
   }
 }
 
+// The warnings that the pair may not be from one run; `separate` names the evidence that it is
+// two separate runs (different settings, devices or parameter memory).
 std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analysis& ba, const LoadedSnapshot& after,
-                                       const Analysis& aa) {
+                                       const Analysis& aa, std::string& separate) {
   std::vector<std::string> w;
   const std::string bd = device_list(ba.totals), ad = device_list(aa.totals);
   if (bd != ad) {
     w.push_back(fmt::format("the snapshots cover different devices ({} vs {}): they cannot be from the same process of one run", bd, ad));
+    separate = fmt::format("they cover different devices ({} vs {})", bd, ad);
   }
   const auto& bs = before.snapshot.settings;
   const auto& as = after.snapshot.settings;
   if (bs.present && as.present && bs.conf != as.conf) {
     w.push_back(fmt::format("different allocator settings (PYTORCH_CUDA_ALLOC_CONF '{}' vs '{}'): not the same run", bs.conf, as.conf));
+    separate = fmt::format("the allocator settings differ ('{}' vs '{}')", bs.conf, as.conf);
   }
   const auto tb = newest_time(before.snapshot), ta = newest_time(after.snapshot);
   if (tb && ta && *ta < *tb) {
@@ -128,6 +132,8 @@ std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analy
   if (params_before && params_after && std::max(params_before, params_after) * 100 > std::min(params_before, params_after) * 101) {
     w.push_back(fmt::format("parameter memory differs ({} vs {}): a different model or configuration, probably not the same run",
                             format_bytes(static_cast<std::int64_t>(params_before)), format_bytes(static_cast<std::int64_t>(params_after))));
+    separate = fmt::format("parameter memory differs ({} vs {})", format_bytes(static_cast<std::int64_t>(params_before)),
+                           format_bytes(static_cast<std::int64_t>(params_after)));
   }
   if ((with_stack_before == 0) != (with_stack_after == 0)) {
     w.push_back("only one of the snapshots recorded stacks: sites cannot be matched, so the diff compares totals only");
@@ -212,6 +218,28 @@ std::vector<Pattern> diff_patterns(const DiffReport& d) {
   return out;
 }
 
+// Peak against peak, by site and by kind; the settings that differ; and whether the pair is two runs.
+void compare_runs(const Snapshot& before, const Analysis& ba, const Snapshot& after, const Analysis& aa, const std::string& separate,
+                  DiffReport& d) {
+  d.peak_before = ba.totals.overall.peak_allocated;
+  d.peak_after = aa.totals.overall.peak_allocated;
+  d.kinds_at_peak = d.peak_before && d.peak_after;
+  if (d.kinds_at_peak) d.peak_sites = diff_sites(ba.sites_at_peak, aa.sites_at_peak);
+  d.kinds = d.kinds_at_peak ? kind_deltas(ba.sites_at_peak, aa.sites_at_peak) : kind_deltas(ba.sites, aa.sites);
+  d.settings = setting_changes(before.settings, after.settings);
+  auto stackless = [](const std::vector<Site>& sites) { return std::all_of(sites.begin(), sites.end(), [](const Site& s) { return s.no_stack; }); };
+  d.stacks_on_neither = stackless(ba.sites) && stackless(aa.sites);
+  if (!separate.empty()) {
+    d.relation = DiffRelation::TwoRuns;
+    d.relation_evidence = separate;
+  } else if (!share_segment_addresses(before, after)) {
+    d.relation = DiffRelation::TwoRuns;
+    d.relation_evidence = same_opening(before, after)
+                              ? "no segment address is common to both, so two processes, and both traces open with the same allocation sites: one script run twice"
+                              : "no segment address is common to both: two processes";
+  }
+}
+
 }  // namespace
 
 std::string steps_phrase(const DiffReport& d) {
@@ -276,9 +304,11 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   if (sb && sa && *sa > *sb) d.steps_between = *sa - *sb;
   const auto tb = newest_time(before.snapshot), ta = newest_time(after.snapshot);
   if (tb && ta) d.seconds_between = double(*ta - *tb) / 1e6;
-  d.warnings = pair_warnings(before, ba, after, aa);
+  std::string separate;
+  d.warnings = pair_warnings(before, ba, after, aa, separate);
+  compare_runs(before.snapshot, ba, after.snapshot, aa, separate, d);
   // Growth between snapshots that may not belong together proves nothing: no verdicts then.
-  if (d.warnings.empty()) classify(d.sites, aa);
+  if (d.warnings.empty() && d.relation == DiffRelation::OneRun) classify(d.sites, aa);
   d.patterns = diff_patterns(d);
   return d;
 }

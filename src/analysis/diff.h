@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analysis/analyze.h"
+#include "analysis/diff_runs.h"
 
 namespace memsnap {
 
@@ -55,6 +56,15 @@ struct DiffReport {
   std::optional<double> seconds_between;      // newest trace events
   std::vector<std::string> warnings;          // the pair may not be from one run
   std::vector<Pattern> patterns;              // what the growth matches
+  // Peak against peak (each side's device with the highest peak), when both traces have one.
+  std::optional<std::int64_t> peak_before, peak_after;
+  std::vector<DiffSite> peak_sites;  // sites_at_peak against sites_at_peak, by growth
+  std::vector<KindDelta> kinds;      // by kind at the peaks (at the end when a side has no peak)
+  bool kinds_at_peak = false;
+  DiffRelation relation = DiffRelation::OneRun;
+  std::string relation_evidence;     // why TwoRuns ("" for OneRun)
+  std::vector<SettingChange> settings;
+  bool stacks_on_neither = false;    // no live site has a stack on either side: growth cannot be placed
 };
 
 DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& before_analysis, const LoadedSnapshot& after,

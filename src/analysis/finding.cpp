@@ -29,6 +29,9 @@ constexpr std::array kFixes = {
             "if an allocation larger than {} fails, set PYTORCH_ALLOC_CONF=expandable_segments:True"},
     FixText{FixId::EmptyCacheKeepsFragments, PatternId::Fragmentation,
             "torch.cuda.empty_cache() cannot return fragments: only segments with no live block are released"},
+    FixText{FixId::ExpandableAlreadyOn, PatternId::Fragmentation,
+            "expandable_segments is already on (allocator_settings), so the gaps are between live blocks of one growing segment: free "
+            "long-lived tensors in the order they were allocated, or allocate them before the short-lived ones"},
     FixText{FixId::SmallerBatch, PatternId::Capacity, "reduce the batch size or sequence length"},
     FixText{FixId::Checkpointing, PatternId::Capacity, "use activation checkpointing (torch.utils.checkpoint)"},
     FixText{FixId::ShardState, PatternId::Capacity, "shard parameters, gradients and optimizer state (FSDP/ZeRO)"},
@@ -91,6 +94,13 @@ constexpr std::array kFixes = {
             "parameters, gradients and optimizer state"},
     FixText{FixId::ZeroOneSaving, PatternId::ReplicatedGradients,
             "ZeRO-1 alone (torch.distributed.optim.ZeroRedundancyOptimizer) saves about {} per rank with {} ranks"},
+    FixText{FixId::UseDdpNotDataParallel, PatternId::DeviceImbalance,
+            "use DistributedDataParallel (one process per GPU, torchrun) instead of torch.nn.DataParallel: every device then holds one "
+            "replica and its own outputs and loss; PyTorch recommends it over DataParallel"},
+    FixText{FixId::BalanceStages, PatternId::DeviceImbalance,
+            "move layers from the stage on device {} to the lighter stages (or split the microbatches finer) so the stages' peaks even out"},
+    FixText{FixId::MoveWorkOffDevice, PatternId::DeviceImbalance,
+            "move part of what device {} holds (the sites above) to the lighter devices, or give it a smaller share of the batch"},
     FixText{FixId::FromReport, PatternId::Fragmentation, "{}"},
 };
 

@@ -30,13 +30,14 @@ enum class PatternId {
   ActivationPressure,
   ReferenceCycles,
   ReplicatedGradients,
+  DeviceImbalance,
 };
 template <>
 struct EnumNames<PatternId> {
-  static constexpr std::array<std::string_view, 11> names = {
+  static constexpr std::array<std::string_view, 12> names = {
       "fragmentation",           "capacity",          "cached_memory",         "pending_frees",
       "non_pytorch_memory",      "retained_autograd_graph", "growing_container", "optimizer_state_spike",
-      "activation_pressure",     "reference_cycles",  "replicated_gradients"};
+      "activation_pressure",     "reference_cycles",  "replicated_gradients", "device_imbalance"};
 };
 inline bool is_leak_pattern(PatternId id) { return id == PatternId::RetainedAutogradGraph || id == PatternId::GrowingContainer; }
 
@@ -101,6 +102,7 @@ Sentence sentence(std::string_view format, A&&... args) {
 enum class FixId {
   ExpandableSegments, MaxSplitSize, FixedShapes,                                // fragmentation at an OOM
   ExpandableIfLargerFails, EmptyCacheKeepsFragments,                           // fragmentation without an OOM
+  ExpandableAlreadyOn,                                                         // either, when the setting is on
   SmallerBatch, Checkpointing, ShardState, LowerPrecision,                     // capacity
   SyncSideStream, AvoidRecordStream,                                           // pending_frees
   CheckNativeBuffers, CompareDeviceMemoryUsed, OtherProcesses,                 // non_pytorch_memory
@@ -111,6 +113,7 @@ enum class FixId {
   SmallerMicroBatch,                                                           // activation_pressure
   WarnTensorCycles, BreakCycle, GcCollect,                                     // reference_cycles
   ShardReplicated, ZeroOneSaving,                                              // replicated_gradients
+  UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
   FromReport,                                                                  // a fix read back from a JSON report
 };
 

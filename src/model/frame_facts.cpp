@@ -82,6 +82,13 @@ constexpr FactRule kRules[] = {
     // ---- what the code is doing (analysis/attribution.cpp turns these into a Category) ----
     {has("torch/optim/"), kAny, kOptimizerCode, "torch.optim"},
     {has("torch/distributed/"), kAny, kCommunication, "torch.distributed"},
+    {has("torch/nn/parallel/data_parallel.py"), kAny, kDataParallel, "torch.nn.DataParallel"},
+    {has("torch/nn/parallel/parallel_apply.py"), kAny, kDataParallel, "DataParallel's parallel_apply"},
+    {has("torch/nn/parallel/replicate.py"), kAny, kDataParallel, "DataParallel's replicate"},
+    {has("torch/nn/parallel/scatter_gather.py"), kAny, kDataParallel, "DataParallel's scatter / gather"},
+    {has("torch/nn/parallel/comm.py"), kAny, kDataParallel, "DataParallel's broadcast / gather"},
+    {has("torch/distributed/pipelining/"), kAny, kPipelineStages, "torch.distributed.pipelining"},
+    {has("torch/distributed/pipeline/"), kAny, kPipelineStages, "torch.distributed.pipeline (Pipe)"},
     {kAny, has("c10d::"), kCommunication, "c10d collectives"},
     {kAny, has("nccl"), kCommunication, "NCCL"},
     {kAny, has("NCCL"), kCommunication, "NCCL"},

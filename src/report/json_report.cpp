@@ -204,6 +204,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   j["schema"] = kReportSchema;
   j["input"] = input_json(loaded.input);
   j["headline"] = a.headline;
+  auto settings = s.settings.present ? nlohmann::ordered_json::parse(s.settings.json, nullptr, false) : nlohmann::ordered_json(nullptr);
+  j["allocator_settings"] = settings.is_discarded() ? nlohmann::ordered_json(nullptr) : settings;
   j["totals"] = totals_json(a.totals.overall);
   auto devices = nlohmann::ordered_json::array();
   for (const auto& d : a.totals.devices) devices.push_back({{"device", d.device}, {"totals", totals_json(d.totals)}});
@@ -306,6 +308,26 @@ void add_diff_json(nlohmann::ordered_json& report, const DiffReport& d) {
   auto sites = nlohmann::ordered_json::array();
   for (const DiffSite& s : d.sites) sites.push_back(diff_site_json(s));
   j["sites"] = sites;
+  j["relation"] = name_of(d.relation);
+  j["relation_evidence"] = d.relation_evidence;
+  j["peak_before"] = d.peak_before ? nlohmann::ordered_json(*d.peak_before) : nlohmann::ordered_json(nullptr);
+  j["peak_after"] = d.peak_after ? nlohmann::ordered_json(*d.peak_after) : nlohmann::ordered_json(nullptr);
+  auto peak_sites = nlohmann::ordered_json::array();
+  for (const DiffSite& s : d.peak_sites) {
+    if (s.status != DiffStatus::Same && peak_sites.size() < 20) peak_sites.push_back(diff_site_json(s));
+  }
+  j["peak_sites"] = peak_sites;
+  auto kinds = nlohmann::ordered_json::array();
+  for (const KindDelta& k : d.kinds) {
+    kinds.push_back({{"category", category_name(k.category)}, {"before", k.before}, {"after", k.after}, {"delta", k.delta},
+                     {"top_site", k.top_site}, {"top_function", k.top_function}, {"top_site_delta", k.top_site_delta}});
+  }
+  j["kinds"] = kinds;
+  j["kinds_at"] = d.kinds_at_peak ? "peak" : "end";
+  auto settings = nlohmann::ordered_json::array();
+  for (const SettingChange& c : d.settings) settings.push_back({{"key", c.key}, {"before", c.before}, {"after", c.after}});
+  j["settings_changes"] = settings;
+  j["stacks_on_neither"] = d.stacks_on_neither;
   report["diff"] = j;
 }
 

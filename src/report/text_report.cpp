@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <sstream>
 
+#include "base/checked.h"
+#include "report/allocator_settings_text.h"
 #include "base/format_bytes.h"
 
 namespace memsnap {
@@ -186,6 +188,7 @@ std::string text_report(const ReportInput& in) {
   std::string out;
   out += wrap(a.headline, "", "");
   out += fmt::format("\n{} ({}, {})\n", loaded.input.path, format_name(loaded.input.format), format_bytes(loaded.input.bytes));
+  out += wrap("allocator settings: " + allocator_settings_line(loaded.snapshot.settings), "", "  ");
   if (in.ranks) out += ranks_text(*in.ranks);
   if (in.diff) out += diff_text(*in.diff, a.options.top);
   out += "\nTotals\n";
@@ -240,6 +243,23 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
                           delta(d.before.reserved, d.after.reserved), format_bytes(d.after.allocated),
                           delta(d.before.allocated, d.after.allocated), format_bytes(d.after.inactive), delta(d.before.inactive, d.after.inactive)),
               "  ", "    ");
+  if (d.peak_before && d.peak_after) {
+    out += wrap(fmt::format("peak allocated {} ({}; {} in the earlier)", format_bytes(*d.peak_after), signed_bytes(saturating_sub(*d.peak_after, *d.peak_before)),
+                            format_bytes(*d.peak_before)),
+                "  ", "    ");
+  }
+  if (d.relation == DiffRelation::TwoRuns) out += wrap("two runs, not two points of one run: " + d.relation_evidence, "  ", "    ");
+  for (const SettingChange& c : d.settings) {
+    out += wrap(fmt::format("setting {}: {} -> {}", c.key, c.before.empty() ? "(absent)" : c.before, c.after.empty() ? "(absent)" : c.after), "  ", "    ");
+  }
+  if (!d.kinds.empty()) {
+    out += fmt::format("  By kind{}:\n", d.kinds_at_peak ? ", peak against peak" : ", live at the end");
+    for (const KindDelta& k : d.kinds) {
+      out += wrap(fmt::format("{:>12}  {:<16} {} -> {}{}", signed_bytes(k.delta), category_name(k.category), format_bytes(k.before), format_bytes(k.after),
+                              k.top_site.empty() ? "" : fmt::format(", most at {} ({}) {}", k.top_site, k.top_function, signed_bytes(k.top_site_delta))),
+                  "  ", "                ");
+    }
+  }
   std::size_t shown = 0;
   out += "  Sites by growth in live bytes:\n";
   for (const DiffSite& s : d.sites) {

@@ -160,6 +160,22 @@
     document.title = 'memsnap: ' + basename(inp.path || 'report');
   }
 
+  // The four knobs of allocator_settings that change what the allocator does with free memory.
+  function settingsLine(st) {
+    if (!st) return 'not in the snapshot (recorded from PyTorch 2.1 on)';
+    var conf = st.PYTORCH_CUDA_ALLOC_CONF ? "PYTORCH_CUDA_ALLOC_CONF '" + st.PYTORCH_CUDA_ALLOC_CONF + "'" : 'PYTORCH_CUDA_ALLOC_CONF unset';
+    var knobs = [];
+    if ('expandable_segments' in st) knobs.push('expandable_segments ' + (st.expandable_segments ? 'on' : 'off'));
+    if ('max_split_size' in st) knobs.push('max_split_size ' + (st.max_split_size < 0 ? 'unlimited' : fmtBytes(st.max_split_size)));
+    if ('garbage_collection_threshold' in st) knobs.push('garbage_collection_threshold ' + st.garbage_collection_threshold);
+    if ('roundup_power2_divisions' in st) {
+      var d = st.roundup_power2_divisions, on = [];
+      Object.keys(d || {}).forEach(function (k) { if (d[k]) on.push(k + ':' + d[k]); });
+      knobs.push('roundup_power2_divisions ' + (on.length ? on.join(' ') : 'none'));
+    }
+    return knobs.length ? conf + ': ' + knobs.join(', ') : conf;
+  }
+
   function renderOverview() {
     var patterns = report.patterns || [];
     var problem = patterns.some(function (p) { return p.verdict === 'problem' || p.verdict === 'leak'; });
@@ -183,6 +199,7 @@
       stat('Blocks', 'totals.blocks', t.blocks, 'count'),
       stat('OOM events', 'trace.oom.length', ((report.trace || {}).oom || []).length, 'count')
     ]));
+    s.appendChild(h('p', { class: 'settings' }, 'Allocator settings: ' + settingsLine(report.allocator_settings)));
     var devices = report.devices || [];
     if (devices.length > 1) {
       s.appendChild(h('h3', null, 'Per device'));

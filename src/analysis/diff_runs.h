@@ -1,0 +1,58 @@
+// Two snapshots as two runs (two configurations of one script, say fp32 and bf16) rather than two
+// points of one run: the evidence that tells them apart, peak against peak by kind, and the
+// allocator settings that differ.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/attribution.h"
+#include "base/enum_names.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+// OneRun: the pair can be two points of one run (the default). TwoRuns: the evidence says two
+// separate runs (different settings, devices or parameter memory; or no segment address in
+// common: two processes, and when both traces open with the same sites, one script run twice).
+enum class DiffRelation { OneRun, TwoRuns };
+template <>
+struct EnumNames<DiffRelation> {
+  static constexpr std::array<std::string_view, 2> names = {"one_run", "two_runs"};
+};
+
+// Live bytes of one kind at each side's peak (or at the end when a side has no peak), and the
+// site that changed most within it.
+struct KindDelta {
+  Category category = Category::Unknown;
+  std::uint64_t before = 0, after = 0;
+  std::int64_t delta = 0;
+  std::string top_site;  // "" when the kind has no site with a stack
+  std::string top_function;
+  std::int64_t top_site_delta = 0;
+};
+
+// Kinds by |delta|, largest first; kinds equal on both sides are left out.
+std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after);
+
+struct SettingChange {
+  std::string key, before, after;  // values as compact JSON; "" when absent on that side
+};
+
+// The allocator_settings keys whose values differ (both sides' settings as JSON dicts).
+std::vector<SettingChange> setting_changes(const AllocatorSettings& before, const AllocatorSettings& after);
+
+// The first `n` allocations of the trace (all devices, in order) as site labels.
+std::vector<std::string> opening_sites(const Snapshot& snapshot, std::size_t n);
+
+// Whether two traces open with the same allocation sites: of the distinct sites among the first
+// 32 allocations (at least 4 on each side), 3/4 of the smaller set are in the other.
+bool same_opening(const Snapshot& before, const Snapshot& after);
+
+// Whether a segment of `after` starts at the address (on the device) of one of `before`: memory
+// that outlives a dump keeps its address within one process (true when a side has no segments).
+bool share_segment_addresses(const Snapshot& before, const Snapshot& after);
+
+}  // namespace memsnap
