@@ -32,15 +32,16 @@ import time
 PY_CHILD = (
     "import pickle, sys, time\n"
     "f = open(sys.argv[1], 'rb')\n"
-    "t0 = time.perf_counter()\n"
+    "t0, c0 = time.perf_counter(), time.process_time()\n"
     "obj = pickle.load(f)\n"
-    "t1 = time.perf_counter()\n"
+    "t1, c1 = time.perf_counter(), time.process_time()\n"
     "sys.stderr.write('PICKLE_LOAD_SECONDS %.6f\\n' % (t1 - t0))\n"
+    "sys.stderr.write('PICKLE_LOAD_CPU_SECONDS %.6f\\n' % (c1 - c0))\n"
 )
 
 
 def run_child(argv, stdout_path=os.devnull, env=None):
-    """Spawn argv, wait with os.wait4; return (rc, wall_s, maxrss_kib, stderr_text)."""
+    """Spawn argv, wait with os.wait4; return (rc, wall_s, maxrss_kib, stderr_text, cpu_s)."""
     err = os.memfd_create("child-stderr")
     fa = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -52,7 +53,7 @@ def run_child(argv, stdout_path=os.devnull, env=None):
         pid = os.posix_spawn(argv[0], argv, env or os.environ, file_actions=fa)
     except OSError as e:
         os.close(err)
-        return 127, 0.0, 0, f"spawn failed: {e}"
+        return 127, 0.0, 0, f"spawn failed: {e}", 0.0
     _, status, ru = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     os.lseek(err, 0, os.SEEK_SET)
@@ -65,7 +66,7 @@ def run_child(argv, stdout_path=os.devnull, env=None):
     os.close(err)
     text = b"".join(chunks).decode("utf-8", "replace")
     rc = os.waitstatus_to_exitcode(status)
-    return rc, wall, ru.ru_maxrss, text
+    return rc, wall, ru.ru_maxrss, text, ru.ru_utime + ru.ru_stime
 
 
 def stage_times(stderr_text):
@@ -140,8 +141,9 @@ def main():
     for r in range(args.rounds):
         row = {"round": r + 1, "load_average_1min": os.getloadavg()[0]}
         for name, argv in children.items():
-            rc, t, rss, err = run_child(argv, env=None if name == "python" else profile_env)
+            rc, t, rss, err, cpu = run_child(argv, env=None if name == "python" else profile_env)
             row[f"{name}_s"], row[f"{name}_rc"], row[f"{name}_maxrss_kib"] = t, rc, rss
+            row[f"{name}_cpu_s"] = cpu  # user + system seconds of every thread: what a busy machine cannot inflate
             if name.startswith("report"):
                 row[f"{name}_stage_ms"] = stage_times(err)
             if name == "python":
@@ -149,6 +151,8 @@ def main():
                 for line in err.splitlines():
                     if line.startswith("PICKLE_LOAD_SECONDS "):
                         row["python_load_s"] = float(line.split()[1])
+                    if line.startswith("PICKLE_LOAD_CPU_SECONDS "):
+                        row["python_load_cpu_s"] = float(line.split()[1])
             if rc != 0:
                 failed = True
                 sys.stderr.write(f"{name} child failed (rc {rc}): {shlex.join(argv)}\n{err[-4000:]}\n")
@@ -172,6 +176,9 @@ def main():
     report_ratio = ratio(p_load, t["report"])
     report_over_read = ratio(t["report"], t["read"])
     format_ratios = {name: ratio(p_load, t[name]) for name in children if name.startswith("report_")}
+    cpu = {name: med(x[f"{name}_cpu_s"] for x in rounds) for name in children}
+    load_cpu = med([x["python_load_cpu_s"] for x in rounds if "python_load_cpu_s" in x] or [float("nan")])
+    cpu_ratios = {name: ratio(load_cpu, cpu[name]) for name in children if name != "python"}
 
     print()
     print(f"file:            {snap}")
@@ -206,6 +213,8 @@ def main():
         print("JSON report stages (median ms, share of the median report): " +
               ", ".join(f"{name} {ms:.0f} ({stage_share[name]:.0%})" for name, ms in stage_ms.items()) +
               " (analyze is timelines + ooms + findings + the rest of the measures)")
+    print(f"pickle.load CPU time (median {load_cpu:.3f} s) / memsnap child CPU time (median, every thread summed): " +
+          ", ".join(f"{name} {value:.1f}x" for name, value in cpu_ratios.items()))
     loads_avg = [x["load_average_1min"] for x in rounds]
     print(f"load average (1 min) at the rounds' ends: {', '.join(f'{v:.2f}' for v in loads_avg)}")
 
@@ -219,6 +228,7 @@ def main():
             "ratio_python_load_over_read": read_ratio, "ratio_python_load_over_report": report_ratio,
             "ratio_report_over_read": report_over_read,
             "ratio_python_load_over": format_ratios,
+            "median_cpu_s": cpu, "median_python_load_cpu_s": load_cpu, "ratio_python_cpu_over": cpu_ratios,
             "report_median_stage_ms": stage_ms, "report_stage_share": stage_share,
             "all_ok": not failed,
         }
