@@ -9,6 +9,10 @@ Each round runs, as separate child processes and in turn:
   (a) PATH dump SNAPSHOT --what settings --max-trace-events 100000000   (reading alone)
   (b) PATH SNAPSHOT --format json --max-trace-events 100000000 [EXTRA]  (the full report)
   (c) PYTHON -c '<open SNAPSHOT; pickle.load(f)>'                       (nothing else)
+With --all-formats each round also runs, before (c):
+  (b2) PATH SNAPSHOT --format text --max-trace-events 100000000 [EXTRA]
+  (b3) PATH SNAPSHOT --format html --max-trace-events 100000000 [EXTRA]
+  (b4) PATH SNAPSHOT --format json [EXTRA]   (the default --max-trace-events, for its peak RSS)
 (stdout -> /dev/null)
 For each child: wall time (spawn -> reaped) and peak RSS (ru_maxrss from os.wait4 of that child,
 KiB on Linux).  The Python child also reports the time spent inside pickle.load() alone
@@ -28,15 +32,16 @@ import time
 PY_CHILD = (
     "import pickle, sys, time\n"
     "f = open(sys.argv[1], 'rb')\n"
-    "t0 = time.perf_counter()\n"
+    "t0, c0 = time.perf_counter(), time.process_time()\n"
     "obj = pickle.load(f)\n"
-    "t1 = time.perf_counter()\n"
+    "t1, c1 = time.perf_counter(), time.process_time()\n"
     "sys.stderr.write('PICKLE_LOAD_SECONDS %.6f\\n' % (t1 - t0))\n"
+    "sys.stderr.write('PICKLE_LOAD_CPU_SECONDS %.6f\\n' % (c1 - c0))\n"
 )
 
 
-def run_child(argv, stdout_path=os.devnull):
-    """Spawn argv, wait with os.wait4; return (rc, wall_s, maxrss_kib, stderr_text)."""
+def run_child(argv, stdout_path=os.devnull, env=None):
+    """Spawn argv, wait with os.wait4; return (rc, wall_s, maxrss_kib, stderr_text, cpu_s)."""
     err = os.memfd_create("child-stderr")
     fa = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -45,10 +50,10 @@ def run_child(argv, stdout_path=os.devnull):
     ]
     t0 = time.perf_counter()
     try:
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=fa)
+        pid = os.posix_spawn(argv[0], argv, env or os.environ, file_actions=fa)
     except OSError as e:
         os.close(err)
-        return 127, 0.0, 0, f"spawn failed: {e}"
+        return 127, 0.0, 0, f"spawn failed: {e}", 0.0
     _, status, ru = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     os.lseek(err, 0, os.SEEK_SET)
@@ -61,7 +66,17 @@ def run_child(argv, stdout_path=os.devnull):
     os.close(err)
     text = b"".join(chunks).decode("utf-8", "replace")
     rc = os.waitstatus_to_exitcode(status)
-    return rc, wall, ru.ru_maxrss, text
+    return rc, wall, ru.ru_maxrss, text, ru.ru_utime + ru.ru_stime
+
+
+def stage_times(stderr_text):
+    """The stage times memsnap prints with MEMSNAP_PROFILE=1 ("memsnap: profile: read 212.4 ms")."""
+    stages = {}
+    for line in stderr_text.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[:2] == ["memsnap:", "profile:"] and parts[4] == "ms":
+            stages[parts[2]] = float(parts[3])
+    return stages
 
 
 def warm_cache(path):
@@ -90,6 +105,8 @@ def main():
     ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the pickle.load child")
     ap.add_argument("--no-warm", action="store_true", help="do not pre-read the file into the page cache")
+    ap.add_argument("--all-formats", action="store_true",
+                    help="also time the text and HTML reports and the JSON report with the default --max-trace-events")
     args = ap.parse_args()
 
     snap = os.path.abspath(args.snapshot)
@@ -106,25 +123,36 @@ def main():
         "read": [memsnap, "dump", snap, "--what", "settings"] + all_events,
         # the full report: every analysis, JSON out
         "report": [memsnap, snap, "--format", "json"] + all_events + shlex.split(args.extra_args),
-        "python": [args.python, "-c", PY_CHILD, snap],
     }
+    if args.all_formats:
+        extra = shlex.split(args.extra_args)
+        children["report_text"] = [memsnap, snap, "--format", "text"] + all_events + extra
+        children["report_html"] = [memsnap, snap, "--format", "html"] + all_events + extra
+        children["report_capped"] = [memsnap, snap, "--format", "json"] + extra
+    children["python"] = [args.python, "-c", PY_CHILD, snap]
 
     if not args.no_warm:
         warm_cache(snap)
     floor_kib = run_child(["/bin/true"])[2] if os.path.exists("/bin/true") else 0
 
+    profile_env = dict(os.environ, MEMSNAP_PROFILE="1")  # memsnap prints its stage times on stderr
     rounds = []
     failed = False
     for r in range(args.rounds):
-        row = {"round": r + 1}
+        row = {"round": r + 1, "load_average_1min": os.getloadavg()[0]}
         for name, argv in children.items():
-            rc, t, rss, err = run_child(argv)
+            rc, t, rss, err, cpu = run_child(argv, env=None if name == "python" else profile_env)
             row[f"{name}_s"], row[f"{name}_rc"], row[f"{name}_maxrss_kib"] = t, rc, rss
+            row[f"{name}_cpu_s"] = cpu  # user + system seconds of every thread: what a busy machine cannot inflate
+            if name.startswith("report"):
+                row[f"{name}_stage_ms"] = stage_times(err)
             if name == "python":
                 row["python_load_s"] = None
                 for line in err.splitlines():
                     if line.startswith("PICKLE_LOAD_SECONDS "):
                         row["python_load_s"] = float(line.split()[1])
+                    if line.startswith("PICKLE_LOAD_CPU_SECONDS "):
+                        row["python_load_cpu_s"] = float(line.split()[1])
             if rc != 0:
                 failed = True
                 sys.stderr.write(f"{name} child failed (rc {rc}): {shlex.join(argv)}\n{err[-4000:]}\n")
@@ -133,7 +161,10 @@ def main():
         print(f"round {r + 1}: read {row['read_s']:7.3f} s ({fmt_kib(row['read_maxrss_kib'])})   "
               f"report {row['report_s']:7.3f} s ({fmt_kib(row['report_maxrss_kib'])})   "
               f"python {row['python_s']:7.3f} s, pickle.load {load if load is not None else float('nan'):7.3f} s "
-              f"({fmt_kib(row['python_maxrss_kib'])})", flush=True)
+              f"({fmt_kib(row['python_maxrss_kib'])})   load {row['load_average_1min']:.2f}", flush=True)
+        for name in children:
+            if name.startswith("report_"):
+                print(f"         {name} {row[name + '_s']:7.3f} s ({fmt_kib(row[name + '_maxrss_kib'])})", flush=True)
 
     med = median
     t = {name: med(x[f"{name}_s"] for x in rounds) for name in children}
@@ -144,6 +175,10 @@ def main():
     read_ratio = ratio(p_load, t["read"])
     report_ratio = ratio(p_load, t["report"])
     report_over_read = ratio(t["report"], t["read"])
+    format_ratios = {name: ratio(p_load, t[name]) for name in children if name.startswith("report_")}
+    cpu = {name: med(x[f"{name}_cpu_s"] for x in rounds) for name in children}
+    load_cpu = med([x["python_load_cpu_s"] for x in rounds if "python_load_cpu_s" in x] or [float("nan")])
+    cpu_ratios = {name: ratio(load_cpu, cpu[name]) for name in children if name != "python"}
 
     print()
     print(f"file:            {snap}")
@@ -166,6 +201,22 @@ def main():
     print(f"target: report / read        <= 1.5x -> {report_over_read:.2f}x ({verdict(report_over_read <= 1.5)})")
     print(f"target: read peak RSS < file size    -> {rss['read'] * 1024 / file_size:.2f}x "
           f"({verdict(rss['read'] * 1024 < file_size)}; report {rss['report'] * 1024 / file_size:.2f}x)")
+    for name, value in format_ratios.items():
+        print(f"pickle.load / {name:14s}   -> {value:.1f}x ({t[name]:.3f} s, peak RSS {rss[name] * 1024 / file_size:.2f}x file)")
+    stage_ms = {}
+    for name in ("read", "timelines", "ooms", "findings", "analyze"):
+        values = [x["report_stage_ms"][name] for x in rounds if name in x.get("report_stage_ms", {})]
+        if values:
+            stage_ms[name] = med(values)
+    stage_share = {name: ms / 1000 / t["report"] for name, ms in stage_ms.items()}
+    if stage_ms:
+        print("JSON report stages (median ms, share of the median report): " +
+              ", ".join(f"{name} {ms:.0f} ({stage_share[name]:.0%})" for name, ms in stage_ms.items()) +
+              " (analyze is timelines + ooms + findings + the rest of the measures)")
+    print(f"pickle.load CPU time (median {load_cpu:.3f} s) / memsnap child CPU time (median, every thread summed): " +
+          ", ".join(f"{name} {value:.1f}x" for name, value in cpu_ratios.items()))
+    loads_avg = [x["load_average_1min"] for x in rounds]
+    print(f"load average (1 min) at the rounds' ends: {', '.join(f'{v:.2f}' for v in loads_avg)}")
 
     if args.json_out:
         import json
@@ -176,6 +227,9 @@ def main():
             "median_s": t, "median_python_load_s": p_load, "peak_rss_kib": rss, "rss_floor_kib": floor_kib,
             "ratio_python_load_over_read": read_ratio, "ratio_python_load_over_report": report_ratio,
             "ratio_report_over_read": report_over_read,
+            "ratio_python_load_over": format_ratios,
+            "median_cpu_s": cpu, "median_python_load_cpu_s": load_cpu, "ratio_python_cpu_over": cpu_ratios,
+            "report_median_stage_ms": stage_ms, "report_stage_share": stage_share,
             "all_ok": not failed,
         }
         with open(args.json_out, "w") as f:

@@ -72,7 +72,7 @@ void Document::append(const Value& container, const Value* items, std::size_t co
   if (c.last_chunk != Container::kNoChunk) {
     Chunk& last = chunks_[c.last_chunk];
     if (last.begin + last.count == items_.size()) {
-      items_.insert(items_.end(), items, items + count);
+      items_.append(items, count);
       last.count += static_cast<std::uint32_t>(count);
       c.size += static_cast<std::uint32_t>(count);
       return;
@@ -81,7 +81,7 @@ void Document::append(const Value& container, const Value* items, std::size_t co
   Chunk chunk;
   chunk.begin = items_.size();
   chunk.count = static_cast<std::uint32_t>(count);
-  items_.insert(items_.end(), items, items + count);
+  items_.append(items, count);
   chunks_.push_back(chunk);
   const auto id = static_cast<std::uint32_t>(chunks_.size() - 1);
   if (c.last_chunk == Container::kNoChunk) c.first_chunk = id;

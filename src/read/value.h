@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/big_vector.h"
+
 namespace memsnap {
 
 enum class Kind : std::uint8_t {
@@ -124,9 +126,11 @@ class Document {
 
  private:
   friend class Items::iterator;
-  std::vector<Container> containers_;
-  std::vector<Chunk> chunks_;
-  std::vector<Value> items_;
+  // BigVectors: growing by mremap, the arena never holds an old and a new copy at once (with
+  // std::vector's doubling the peak was twice the items of the segments' blocks and frames).
+  BigVector<Container> containers_;
+  BigVector<Chunk> chunks_;
+  BigVector<Value> items_;
 };
 
 }  // namespace memsnap

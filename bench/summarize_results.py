@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Prints one markdown row per run_bench.py --all-formats result file (bench/README.md §6).
+
+Usage: python3 bench/summarize_results.py bench/results-real-*.json
+
+Columns: the input, its size, the load average over the rounds, the median pickle.load wall time
+and the wall-time ratios pickle.load / memsnap for the read, the JSON, text and HTML reports; then
+the same JSON ratio by CPU time (pickle.load's process time against every thread of memsnap's
+child), the largest analysis stage's share of the JSON report, and peak RSS / file size of the
+JSON report with every event kept and with the default --max-trace-events.
+"""
+import json
+import os
+import sys
+
+
+def row(path):
+    r = json.load(open(path))
+    size = r["file_size_bytes"]
+    loads = [x.get("load_average_1min", float("nan")) for x in r["rounds"]]
+    ratio = r.get("ratio_python_load_over", {})
+    cpu = r.get("ratio_python_cpu_over", {})
+    share = {k: v for k, v in r.get("report_stage_share", {}).items() if k not in ("read", "analyze")}
+    top = max(share.items(), key=lambda kv: kv[1]) if share else ("-", float("nan"))
+    rss = r["peak_rss_kib"]
+    name = os.path.basename(r["snapshot"]).rsplit(".", 1)[0]
+    cells = [
+        name, f"{size / 1e6:,.0f} MB", f"{min(loads):.1f}-{max(loads):.1f}",
+        f"{r['median_python_load_s']:.1f} s",
+        f"{r['ratio_python_load_over_read']:.1f}x", f"{r['ratio_python_load_over_report']:.1f}x",
+        f"{ratio.get('report_text', float('nan')):.1f}x", f"{ratio.get('report_html', float('nan')):.1f}x",
+        f"{cpu.get('report', float('nan')):.1f}x",
+        f"{top[0]} {top[1]:.0%}",
+        f"{rss['report'] * 1024 / size:.2f} / {rss.get('report_capped', float('nan')) * 1024 / size:.2f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def main():
+    print("| input | size | load | pickle.load | / read | / JSON | / text | / HTML | / JSON (CPU) | top stage | RSS all / default (x file) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in sys.argv[1:]:
+        print(row(path))
+
+
+if __name__ == "__main__":
+    main()
