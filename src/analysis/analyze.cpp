@@ -64,6 +64,8 @@ Measures measure(const Snapshot& s, const Replay& r) {
     }
   }
   m.pools = free_by_pool_and_stream(s);
+  m.memory_pools = reserved_by_pool(m.pools);
+  m.host = analyze_host_memory(s);
   {
     PhaseTimer t("ooms");
     m.ooms = analyze_ooms(s, m.trace, r.timelines);

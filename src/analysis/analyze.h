@@ -10,6 +10,8 @@
 #include "analysis/diagnosis.h"
 #include "analysis/finding.h"
 #include "analysis/fragmentation.h"
+#include "analysis/host_memory.h"
+#include "analysis/memory_pools.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
@@ -44,6 +46,8 @@ struct Measures {
   std::vector<Site> sites_at_peak;  // on the device with the highest peak
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
+  std::vector<PoolTotals> memory_pools;  // reserved by (device, memory pool)
+  HostMemoryReport host;                 // pinned host memory, apart from the devices
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
   std::vector<std::string> invariant_violations;
 };

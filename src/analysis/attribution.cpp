@@ -116,6 +116,7 @@ Site describe_site(const Snapshot& s, StackId stack, const SiteChoice& choice) {
     return site;
   }
   const Frame& f = s.frames[choice.frame];
+  site.via_forward_frames = s.forward_attributed_stack(stack);
   site.frame = choice.frame;
   site.kind = choice.kind;
   site.file = std::string(s.str(f.filename));

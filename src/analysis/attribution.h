@@ -66,6 +66,7 @@ struct Site {
   Category category = Category::Unknown;
   StackId example_stack = kNoStack;  // the stack of the largest contribution
   std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
+  bool via_forward_frames = false;  // the site is the forward line of a backward allocation (forward_frames)
 };
 
 // One allocation to attribute: a live block or a live trace allocation.

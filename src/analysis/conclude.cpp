@@ -97,7 +97,11 @@ std::vector<NextStep> next_steps(const Analysis& a) {
 
 std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
   std::vector<Sentence> out = a.diagnosis.uncertainties;
-  if (!s.has_device_traces_key || a.trace.events == 0) {
+  if ((!s.has_device_traces_key || a.trace.events == 0) && a.host.events > 0) {
+    out.push_back(sentence("device history was not recorded (record_cuda=False): when device memory was freed, its peak and the "
+                           "moment of an OOM cannot be known; the pinned host history ({} events) is analyzed on its own",
+                           a.host.events));
+  } else if (!s.has_device_traces_key || a.trace.events == 0) {
     out.push_back(sentence("the snapshot has no trace history: when memory was freed, the peak and the moment of an OOM cannot be known; "
                            "only the final state is analyzed"));
   }

@@ -57,6 +57,7 @@ struct Gap {
   std::uint64_t size = 0;
   std::int64_t stream = 0;
   bool is_large = true;
+  PoolId pool;
   std::size_t segment = 0;   // ordinal of its segment in address order
   bool wholly_free = false;  // its segment holds no live block: released before an OOM is raised
 };
@@ -81,7 +82,7 @@ std::vector<Gap> gaps_of(const DeviceLayout& replay) {
       segment_has_live = false;
     }
     if (live) segment_has_live = true;
-    else out.push_back({to - from, r.stream, r.is_large, ordinal});
+    else out.push_back({to - from, r.stream, r.is_large, r.pool, ordinal});
   });
   close_segment();
   return out;
@@ -151,7 +152,7 @@ PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint6
   const bool want_large = oom.size > kSmallSize;
   std::size_t last_counted = kMax;
   for (const Gap& g : gaps) {
-    if (g.is_large != want_large || g.stream != oom.stream) continue;
+    if (g.is_large != want_large || g.stream != oom.stream || g.pool != oom.pool) continue;
     v.inactive = sat_add(v.inactive, g.size);
     if (!g.wholly_free) v.fragments = sat_add(v.fragments, g.size);
     if (split_rules_allow(g.size, oom.size, max_split)) v.largest_reusable = std::max(v.largest_reusable, g.size);
@@ -171,10 +172,13 @@ std::string plural_segments(std::uint64_t n) { return fmt::format("{} segment{}"
 // blocks inside partly used segments of its pool and stream; wholly free segments are released
 // and retried before an OOM is raised) could hold it; capacity again when live memory dominates;
 // else unclear.
+// Memory other pools reserve is out of the request's reach: capacity and live memory are those
+// of the request's own pool (the whole device when no other pool holds memory).
 OomVerdict classify(const OomAnalysis& a, const PoolView& v) {
   const std::uint64_t size = a.event.size;
-  const double capacity = static_cast<double>(a.at_oom.reserved) + static_cast<double>(a.event.device_free);
-  const double live = static_cast<double>(a.at_oom.allocated);
+  const bool others = a.reserved_in_other_pools > 0;
+  const double capacity = static_cast<double>(others ? a.reserved_in_pool : a.at_oom.reserved) + static_cast<double>(a.event.device_free);
+  const double live = static_cast<double>(others ? a.allocated_in_pool : a.at_oom.allocated);
   if (live + static_cast<double>(size) > capacity || live >= kNearlyFull * capacity) return OomVerdict::Capacity;
   if (size > a.largest_reusable_block && v.fragments >= size) return OomVerdict::Fragmentation;
   if (live >= 0.8 * capacity) return OomVerdict::Capacity;
@@ -190,16 +194,31 @@ std::string inactive_clause(const Layout& at) {
                      format_bytes(at.inactive), format_bytes(at.in_free_segments));
 }
 
+// What other memory pools held at the OOM, when any did: memory the request can never use.
+std::string other_pools_clause(const OomAnalysis& a) {
+  if (a.reserved_in_other_pools == 0) return "";
+  return fmt::format("; {} more was reserved by {} ({} of it inactive), which a request in {} can never use: that memory "
+                     "is freed only with the CUDA graphs or MemPool that own it",
+                     format_bytes(a.reserved_in_other_pools), a.other_pools, format_bytes(a.inactive_in_other_pools),
+                     pool_label(a.pool));
+}
+
 // One sentence citing the numbers behind the verdict.
 std::string explain(const OomAnalysis& a, const PoolView& v) {
   const std::uint64_t size = a.event.size;
+  if (a.verdict == OomVerdict::Capacity && a.reserved_in_other_pools > 0) {
+    return fmt::format("Live allocations of {} in {} at the OOM leave no room for the failed request of {}: {} was reserved "
+                       "in that pool and {} was free on the device{}",
+                       format_bytes(a.allocated_in_pool), pool_label(a.pool), format_bytes(size), format_bytes(a.reserved_in_pool),
+                       format_bytes(a.event.device_free), other_pools_clause(a));
+  }
   switch (a.verdict) {
     case OomVerdict::Fragmentation:
       return fmt::format(
           "The failed request of {} is larger than the largest reusable inactive block ({}) although {} was "
           "free in {} of the same pool and stream that also held live blocks",
           format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.fragments),
-          plural_segments(v.fragment_segments));
+          plural_segments(v.fragment_segments)) + other_pools_clause(a);
     case OomVerdict::Capacity:
       return fmt::format(
           "Live allocations of {} at the OOM leave no room for the failed request of {}: {} was reserved and {} "
@@ -212,17 +231,39 @@ std::string explain(const OomAnalysis& a, const PoolView& v) {
   return fmt::format(
       "The failed request of {} is neither clearly fragmentation nor capacity: the largest reusable inactive "
       "block was {}, {} was inactive in the same pool and stream, and {} was live of {} reserved with {} free "
-      "on the device",
+      "on the device{}",
       format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.inactive),
-      format_bytes(a.at_oom.allocated), format_bytes(a.at_oom.reserved), format_bytes(a.event.device_free));
+      format_bytes(a.at_oom.allocated), format_bytes(a.at_oom.reserved), format_bytes(a.event.device_free), other_pools_clause(a));
+}
+
+// Reserved and live bytes of the request's pool and of the other pools at the OOM.
+void split_by_pool(OomAnalysis& a, const DeviceLayout& replay, const std::vector<Gap>& gaps) {
+  std::map<PoolId, std::uint64_t> others;  // reserved by pool
+  for (const auto& [start, r] : replay.segments) {
+    const std::uint64_t bytes = r.end > start ? r.end - start : 0;
+    if (r.pool == a.pool) a.reserved_in_pool = sat_add(a.reserved_in_pool, bytes);
+    else others[r.pool] = sat_add(others[r.pool], bytes);
+  }
+  replay.for_each_piece([&](std::uint64_t, const DeviceLayout::Range& r, std::uint64_t, std::uint64_t, const DeviceLayout::Live* live) {
+    if (live && r.pool == a.pool) a.allocated_in_pool = sat_add(a.allocated_in_pool, live->requested);
+  });
+  for (const Gap& g : gaps) {
+    if (g.pool != a.pool) a.inactive_in_other_pools = sat_add(a.inactive_in_other_pools, g.size);
+  }
+  for (const auto& [pool, bytes] : others) {
+    a.reserved_in_other_pools = sat_add(a.reserved_in_other_pools, bytes);
+    a.other_pools += (a.other_pools.empty() ? "" : ", ") + pool_label(pool);
+  }
 }
 
 // Verdict, suggestion and sentence for one OOM from the gaps of the layout before it.
-OomAnalysis analyze_one(const OomEvent& oom, const Layout& layout, const std::vector<Gap>& gaps,
+OomAnalysis analyze_one(const OomEvent& oom, const Layout& layout, const DeviceLayout& replay, const std::vector<Gap>& gaps,
                         std::uint64_t max_split) {
   OomAnalysis a;
   a.event = oom;
   a.at_oom = layout;
+  a.pool = oom.pool;
+  split_by_pool(a, replay, gaps);
   const PoolView v = pool_view(gaps, oom, max_split);
   a.largest_reusable_block = v.largest_reusable;
   a.fragments_in_pool = v.fragments;
@@ -242,10 +283,11 @@ std::uint64_t round_request(std::uint64_t bytes) {
 }
 
 std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot) {
-  std::map<std::tuple<std::int64_t, bool, std::int64_t>, PoolStreamFree> groups;  // (device, !large, stream)
+  std::map<std::tuple<std::int64_t, PoolId, bool, std::int64_t>, PoolStreamFree> groups;  // (device, pool, !large, stream)
   for (const Segment& seg : snapshot.segments) {
-    PoolStreamFree& g = groups[{seg.device, !seg.is_large, seg.stream}];
+    PoolStreamFree& g = groups[{seg.device, seg.pool(), !seg.is_large, seg.stream}];
     g.device = seg.device;
+    g.pool = seg.pool();
     g.is_large = seg.is_large;
     g.stream = seg.stream;
     add_segment(g.totals, snapshot, seg);
@@ -280,7 +322,7 @@ std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSumma
       if (it == position.end()) continue;
       const std::vector<Gap> gaps = gaps_of(layouts[i]);
       Layout layout = summarize(layouts[i], gaps);
-      out[it->second] = analyze_one(trace.ooms[it->second], layout, gaps, max_split);
+      out[it->second] = analyze_one(trace.ooms[it->second], layout, layouts[i], gaps, max_split);
     }
   }
   return out;

@@ -20,16 +20,18 @@ namespace memsnap {
 // multiples of 512.
 std::uint64_t round_request(std::uint64_t bytes);
 
-// Totals and inactive memory of one (device, pool, stream) group (no peaks: the trace does not
-// say which pool a segment event belongs to).
+// Totals and inactive memory of one (device, memory pool, segment type, stream) group (no peaks:
+// the trace does not say which pool a segment event belongs to before 2026).
 struct PoolStreamFree {
   std::int64_t device = 0;
+  PoolId pool;           // segment_pool_id: default, CUDA graph or MemPool
   bool is_large = true;  // segment_type
   std::int64_t stream = 0;
   Totals totals;
 };
 
-// For every group present in the snapshot (sorted by device, pool large first, stream).
+// For every group present in the snapshot (sorted by device, memory pool (default first),
+// segment type (large first), stream).
 std::vector<PoolStreamFree> free_by_pool_and_stream(const Snapshot& snapshot);
 
 // The allocator layout at one moment: blocks per segment after undoing later trace events.
@@ -63,6 +65,14 @@ struct OomAnalysis {
   // Inactive bytes of that pool and stream inside segments that also held live blocks: what
   // better packing could have given the request (wholly free segments are released first).
   std::uint64_t fragments_in_pool = 0;
+  // The memory pool of the request (the oom entry's pool_id, else the default pool) and what
+  // other pools (CUDA graphs, MemPools) held at the OOM: memory this request can never use.
+  PoolId pool;
+  std::uint64_t reserved_in_pool = 0;
+  std::uint64_t allocated_in_pool = 0;
+  std::uint64_t reserved_in_other_pools = 0;
+  std::uint64_t inactive_in_other_pools = 0;
+  std::string other_pools;  // their labels, "CUDA graph private pool (1,0)", ", "-joined
   OomVerdict verdict = OomVerdict::Unclear;
   std::uint64_t suggested_max_split_mb = 0;  // for max_split_size_mb:<N>, from the request
   std::string reason;                         // one sentence citing the numbers

@@ -26,12 +26,15 @@ class SegmentReplay {
   // Undoes the segment events with index >= `index` (only moves backwards).
   const Ranges& before(std::size_t index) {
     const TraceEvents& events = s_.events_of(t_.device);
-    while (next_ > 0 && t_.segment_events[next_ - 1] >= index) undo(events[t_.segment_events[--next_]]);
+    while (next_ > 0 && t_.segment_events[next_ - 1] >= index) {
+      const std::size_t at = t_.segment_events[--next_];
+      undo(events[at], at);
+    }
     return segs_;
   }
 
  private:
-  void undo(const TraceEvent& e) {
+  void undo(const TraceEvent& e, std::size_t at) {
     switch (e.action) {
       case Action::SegmentAlloc:
         if (segs_.erase(e.addr) == 0) carve(e.addr, saturating_add(e.addr, e.size));
@@ -40,10 +43,10 @@ class SegmentReplay {
         carve(e.addr, saturating_add(e.addr, e.size));
         break;
       case Action::SegmentFree:
-        restore(e, false);
+        restore(e, at, false);
         break;
       case Action::SegmentUnmap:
-        restore(e, true);
+        restore(e, at, true);
         break;
       default:
         break;
@@ -66,33 +69,43 @@ class SegmentReplay {
       const std::uint64_t start = it->first;
       const Range r = it->second;
       it = segs_.erase(it);
-      if (start < begin) insert(start, {begin, r.stream, r.is_large});
-      if (r.end > end) insert(end, {r.end, r.stream, r.is_large});
+      if (start < begin) insert(start, {begin, r.stream, r.is_large, r.pool});
+      if (r.end > end) insert(end, {r.end, r.stream, r.is_large, r.pool});
     }
   }
 
-  // Pool of a restored range: the final segment containing it, else by size (small = 2 MiB).
+  // Segment type of a restored range: the final segment containing it, else by size (small = 2 MiB).
   bool guess_large(std::uint64_t addr, std::uint64_t size) const {
     auto it = final_.upper_bound(addr);
     if (it != final_.begin() && addr < std::prev(it)->second.end) return std::prev(it)->second.is_large;
     return size > kSmallBuffer;
   }
 
+  // Memory pool of a restored range: the event's pool_id, else the final segment containing it,
+  // else the default pool (snapshots before 2026 name no pool on trace entries).
+  PoolId guess_pool(std::uint64_t addr, std::size_t at) const {
+    if (const PoolId p = s_.pool_of_event(t_.device, at); !p.is_default()) return p;
+    auto it = final_.upper_bound(addr);
+    if (it != final_.begin() && addr < std::prev(it)->second.end) return std::prev(it)->second.pool;
+    return {};
+  }
+
   // Adds a freed/unmapped range back; for unmaps merges it with same-stream neighbours.
-  void restore(const TraceEvent& e, bool merge) {
+  void restore(const TraceEvent& e, std::size_t at, bool merge) {
     const std::uint64_t end = saturating_add(e.addr, e.size);
     if (end <= e.addr) return;
     carve(e.addr, end);
     const std::int64_t stream = s_.stream(e);
-    Range r{end, stream, guess_large(e.addr, e.size)};
+    Range r{end, stream, guess_large(e.addr, e.size), guess_pool(e.addr, at)};
     if (merge) {
-      if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == stream) {
+      if (auto right = segs_.find(end); right != segs_.end() && right->second.stream == stream && right->second.pool == r.pool) {
         r.end = right->second.end;
         r.is_large = right->second.is_large;
         segs_.erase(right);
       }
       auto left = segs_.lower_bound(e.addr);
-      if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == stream) {
+      if (left != segs_.begin() && std::prev(left)->second.end == e.addr && std::prev(left)->second.stream == stream &&
+          std::prev(left)->second.pool == r.pool) {
         std::prev(left)->second.end = r.end;
         return;
       }
@@ -111,7 +124,7 @@ Ranges final_ranges(const Snapshot& s, std::int64_t device) {
   Ranges out;
   for (const Segment& seg : s.segments) {
     if (seg.device != device) continue;
-    const Range r{saturating_add(seg.address, seg.total_size), seg.stream, seg.is_large};
+    const Range r{saturating_add(seg.address, seg.total_size), seg.stream, seg.is_large, seg.pool()};
     if (r.end <= seg.address) continue;
     auto [it, inserted] = out.emplace(seg.address, r);
     if (!inserted && r.end > it->second.end) it->second = r;

@@ -26,6 +26,7 @@ struct DeviceLayout {
     std::uint64_t end = 0;
     std::int64_t stream = 0;
     bool is_large = true;
+    PoolId pool;  // segment_pool_id (the default pool unless a CUDA graph / MemPool holds it)
   };
   // A live (allocated or pending-free) block: requested bytes and the bytes it occupies.
   struct Live {

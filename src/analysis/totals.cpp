@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <utility>
 
 namespace memsnap {
 namespace {
@@ -42,6 +44,10 @@ void accumulate(Totals& into, const Totals& t) {
   into.inactive_in_free_segments += t.inactive_in_free_segments;
   into.free_segments += t.free_segments;
   into.largest_fragment = std::max(into.largest_fragment, t.largest_fragment);
+  into.reserved_in_private_pools += t.reserved_in_private_pools;
+  into.allocated_in_private_pools += t.allocated_in_private_pools;
+  into.inactive_in_private_pools += t.inactive_in_private_pools;
+  into.private_pools += t.private_pools;
   if (t.peak_allocated && (!into.peak_allocated || *t.peak_allocated > *into.peak_allocated)) {
     into.peak_allocated = t.peak_allocated;
     into.peak_certainty = t.peak_certainty;
@@ -62,6 +68,11 @@ void add_segment(Totals& t, const Snapshot& snapshot, const Segment& seg) {
     add_block(own, snapshot.blocks[seg.first_block + i]);
   }
   accumulate(t, own);
+  if (!seg.pool().is_default()) {
+    t.reserved_in_private_pools += seg.total_size;
+    t.allocated_in_private_pools += own.allocated;
+    t.inactive_in_private_pools += own.inactive;
+  }
   if (own.inactive_blocks) ++t.segments_with_inactive;
   if (own.inactive_blocks && own.inactive_blocks == own.blocks) {
     t.inactive_in_free_segments += own.inactive;
@@ -73,7 +84,11 @@ void add_segment(Totals& t, const Snapshot& snapshot, const Segment& seg) {
 
 TotalsReport compute_totals(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines) {
   std::map<std::int64_t, Totals> per_device;
-  for (const Segment& seg : snapshot.segments) add_segment(per_device[seg.device], snapshot, seg);
+  std::set<std::pair<std::int64_t, PoolId>> private_pools;
+  for (const Segment& seg : snapshot.segments) {
+    add_segment(per_device[seg.device], snapshot, seg);
+    if (!seg.pool().is_default() && private_pools.emplace(seg.device, seg.pool()).second) ++per_device[seg.device].private_pools;
+  }
   for (const DeviceTimeline& timeline : timelines) {
     Totals& t = per_device[timeline.device];
     t.peak_allocated = timeline.peak_allocated;

@@ -28,6 +28,13 @@ struct Totals {
   std::uint64_t inactive_in_free_segments = 0;
   std::uint64_t free_segments = 0;
   std::uint64_t largest_fragment = 0;  // largest inactive block inside a partly used segment
+  // Memory of segments in private pools (CUDA graphs, graph_pool_handle(), torch.cuda.MemPool;
+  // segment_pool_id other than (0, 0)): reusable only by requests in the same pool, never by the
+  // default pool, and not released by torch.cuda.empty_cache() while the pool is in use.
+  std::uint64_t reserved_in_private_pools = 0;
+  std::uint64_t allocated_in_private_pools = 0;
+  std::uint64_t inactive_in_private_pools = 0;
+  std::uint64_t private_pools = 0;  // distinct private pools (per device, summed)
   std::uint64_t fragments() const { return inactive - inactive_in_free_segments; }
   std::optional<std::int64_t> peak_allocated;  // null without trace history
   std::optional<std::int64_t> peak_reserved;

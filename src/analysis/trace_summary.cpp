@@ -18,7 +18,7 @@ TraceSummary summarize_trace(const Snapshot& snapshot, const std::vector<DeviceT
     const TraceEvents& events = snapshot.events_of(t.device);
     for (std::size_t i : t.oom_events) {
       const TraceEvent& e = events[i];
-      s.ooms.push_back({t.device, e.size, e.addr, snapshot.stream(e), e.time_us, e.stack, i});
+      s.ooms.push_back({t.device, e.size, e.addr, snapshot.stream(e), e.time_us, e.stack, i, snapshot.pool_of_event(t.device, i)});
     }
   }
   s.has_history = s.analyzed > 0;

@@ -17,6 +17,7 @@ struct OomEvent {
   std::int64_t time_us = 0;
   StackId stack = kNoStack;
   std::size_t index = 0;  // position in the device's kept events
+  PoolId pool;            // the entry's pool_id (default pool when the file names none)
 };
 
 struct TraceSummary {

@@ -148,15 +148,7 @@ FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
       case FrameDictKey::Unknown: break;
     }
   });
-  FrameId id;
-  if (auto it = frame_index_.find({f.filename, f.name, f.line}); it != frame_index_.end()) {
-    id = it->second;
-  } else {
-    id = static_cast<FrameId>(snap_.frames.size());
-    f.facts = frame_facts(snap_.str(f.filename), snap_.str(f.name));
-    snap_.frames.push_back(f);
-    frame_index_.emplace(FrameKey{f.filename, f.name, f.line}, id);
-  }
+  const FrameId id = intern_frame(f);
   if (v.index >= frame_cache_.size()) frame_cache_.resize(std::max<std::size_t>(v.index + 1, frame_cache_.size() * 2), 0);
   frame_cache_[v.index] = id + 1;
   frame_cache_used_ = std::max<std::size_t>(frame_cache_used_, v.index + 1);
@@ -257,7 +249,8 @@ void SnapshotBuilder::trace_entry_fields(std::size_t device, const Value* pairs,
   TraceFields f;
   for (std::size_t k = 0; k + 1 < count; k += 2) {
     const Value& v = pairs[k + 1];
-    switch (trace_key(pairs[k])) {
+    const TraceField field = trace_key(pairs[k]);
+    switch (field) {
       case TraceField::Action:
         if (!v.is_str()) bad_field("a trace entry's action", v, "a str");
         f.action = v;
@@ -270,6 +263,10 @@ void SnapshotBuilder::trace_entry_fields(std::size_t device, const Value* pairs,
         f.has_time = true;
         break;
       case TraceField::Frames: f.frames = v; break;
+      case TraceField::PoolId: case TraceField::UserMetadata: case TraceField::CompileContext:
+      case TraceField::InternalMetadata: case TraceField::ForwardFrames: case TraceField::Category:
+        f.extra[extra_slot(field)] = v;
+        break;
       case TraceField::Ignored: break;
       case TraceField::Unknown:
         count_unknown("trace_entry", pairs[k].kind == Kind::Str ? pairs[k].str() : std::string_view("<non-str key>"));
@@ -296,6 +293,7 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   e.has_time = f.has_time;
   e.stack = f.frames.kind == Kind::Interned && f.frames.aux == kStackTag ? static_cast<StackId>(f.frames.u)
                                                                           : stack_of(f.frames, doc, "a trace entry's frames");
+  e.stack = note_event_facts(device, f, doc, e.stack);
   events_.add(device, e);
 }
 
@@ -334,6 +332,8 @@ void SnapshotBuilder::read_root_dict(const Document& doc) {
         break;
       case RootKey::AllocatorSettings: read_settings(v, doc); break;
       case RootKey::ExternalAnnotations: read_annotations(v, doc); break;
+      case RootKey::HostSegments: read_host_segments(v, doc); break;
+      case RootKey::HostTraces: read_host_traces(v, doc); break;
       case RootKey::Ignored: break;
       case RootKey::Unknown: count_unknown("snapshot", key); break;
     }
@@ -386,6 +386,7 @@ void SnapshotBuilder::read_segment(const Value& dict, const Document& doc, std::
       case SegmentKey::Frames: seg.stack = stack_of(v, doc, "a segment's frames"); break;
       case SegmentKey::Blocks: blocks = &v; break;
       case SegmentKey::PoolId: read_pool_id(v, doc, seg); break;
+      case SegmentKey::ForwardFrames: seg.forward_stack = traceback_stack(v, doc); break;
       case SegmentKey::Unknown: count_unknown("segment", key); break;
     }
   });
@@ -408,6 +409,7 @@ void SnapshotBuilder::read_block(const Value& dict, const Document& doc, std::ui
   Block b;
   bool has_address = false, has_requested = false, has_size = false, has_state = false;
   const Value* history = nullptr;
+  StackId forward = kNoStack;
   for_each_pair(doc, dict, [&](std::string_view key, const Value& v) {
     switch (field_of(block_keys(), key)) {
       case BlockKey::Address:
@@ -430,6 +432,7 @@ void SnapshotBuilder::read_block(const Value& dict, const Document& doc, std::ui
         break;
       case BlockKey::Frames: b.stack = stack_of(v, doc, "a block's frames"); break;
       case BlockKey::History: history = &v; break;
+      case BlockKey::ForwardFrames: forward = traceback_stack(v, doc); break;
       case BlockKey::Ignored: break;
       case BlockKey::Unknown: count_unknown("block", key); break;
     }
@@ -449,6 +452,10 @@ void SnapshotBuilder::read_block(const Value& dict, const Document& doc, std::ui
     }
   }
   if (!has_requested) b.requested_size = b.size;
+  if (forward != kNoStack && !reading_host_) {
+    snap_.block_forward_stacks.emplace_back(static_cast<std::uint32_t>(snap_.blocks.size()), forward);
+    b.stack = with_forward(forward, b.stack);
+  }
   snap_.blocks.push_back(b);
 }
 

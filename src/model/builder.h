@@ -65,6 +65,15 @@ class SnapshotBuilder final : public TraceEntrySink {
   void read_settings(const Value& dict, const Document& doc);
   void read_annotations(const Value& list, const Document& doc);
   void count_unknown(const char* object, std::string_view key);
+  // PyTorch 2026 keys (builder_2026.cpp).
+  FrameId intern_frame(Frame f);
+  StackId traceback_stack(const Value& v, const Document& doc);  // forward_frames: a list of traceback strs
+  // Keeps the entry's 2026 facts; returns its stack with the forward frames put first when it has some.
+  StackId note_event_facts(std::size_t device, const TraceFields& f, const Document& doc, StackId stack);
+  StackId with_forward(StackId forward, StackId own);
+  void read_host_segments(const Value& list, const Document& doc);
+  void read_host_traces(const Value& list, const Document& doc);
+  bool reading_host_ = false;  // read_segment is filling Snapshot::host
   TraceField trace_key(const Value& key);
   struct KeyCacheEntry {
     const char* data = nullptr;

@@ -34,6 +34,8 @@ constexpr FactRule kRules[] = {
     {kAny, has("::"), kCxxName, "a qualified C++ function name"},
     {starts("<eval_with_key>"), kAny, kGeneratedCode, "torch.fx generated code"},
     {has("/torchinductor_"), kAny, kGeneratedCode, "Inductor generated code"},
+    {has("fx_generated_"), kAny, kGeneratedCode, "an FX graph module's pretend file (fx_generated_<hash>.py, PyTorch 2.10+)"},
+    {has("fx_graph_module_"), kAny, kGeneratedCode, "an FX graph module's pretend file (fx_graph_module_<hash>.py)"},
     {starts("torch/"), kAny, kTorchPath, "a relative torch/ path"},
     {has("/torch/"), kAny, kTorchPath, "a torch/ folder"},
     {has("/functorch/"), kAny, kTorchPath, "a functorch/ folder"},

@@ -1,6 +1,7 @@
 // Names of the model's enums, as PyTorch spells them.
 #include "model/snapshot.h"
 
+#include <algorithm>
 #include <array>
 #include <fmt/format.h>
 
@@ -38,6 +39,17 @@ const TraceEvents& Snapshot::events_of(std::int64_t device) const {
   static const TraceEvents kNone;
   if (device < 0 || static_cast<std::size_t>(device) >= device_traces.size()) return kNone;
   return device_traces[static_cast<std::size_t>(device)].events;
+}
+
+const EventFacts* Snapshot::facts_of_event(std::int64_t device, std::size_t index) const {
+  if (device < 0 || static_cast<std::size_t>(device) >= event_facts.size()) return nullptr;
+  const auto& list = event_facts[static_cast<std::size_t>(device)];
+  if (list.empty()) return nullptr;
+  const std::uint64_t dropped =
+      static_cast<std::size_t>(device) < device_traces.size() ? device_traces[static_cast<std::size_t>(device)].dropped : 0;
+  const std::uint64_t entry = index + dropped;
+  const auto it = std::lower_bound(list.begin(), list.end(), entry, [](const EventFacts& f, std::uint64_t e) { return f.entry < e; });
+  return it != list.end() && it->entry == entry ? &*it : nullptr;
 }
 
 }  // namespace memsnap

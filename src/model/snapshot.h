@@ -2,6 +2,7 @@
 // annotations, plus counters for what the reader tolerated (unknown keys and actions).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "base/enum_names.h"
 #include "base/big_vector.h"
 #include "model/frame_facts.h"
+#include "model/pool_id.h"
 
 namespace memsnap {
 
@@ -76,6 +78,8 @@ struct Segment {
   StackId stack = kNoStack;
   std::uint32_t first_block = 0;  // index into Snapshot::blocks
   std::uint32_t block_count = 0;
+  StackId forward_stack = kNoStack;  // forward_frames (anomaly mode), innermost first
+  PoolId pool() const { return {pool_id[0], pool_id[1]}; }
 };
 
 using StreamId = std::uint16_t;  // index into Snapshot::streams
@@ -99,6 +103,28 @@ struct DeviceTrace {
   TraceEvents events;  // chronological, at most max_trace_events
   std::uint64_t total = 0;         // entries in the file for this device
   std::uint64_t dropped = 0;       // oldest entries not kept (--max-trace-events)
+};
+
+// What a 2026 trace entry says beyond the fields of TraceEvent, kept only for the entries that
+// say something (a pool other than the default, metadata, a compiled region, forward frames):
+// `entry` is the entry's position in its device's list in the file (kept index + dropped).
+struct EventFacts {
+  std::uint64_t entry = 0;
+  PoolId pool;                       // pool_id
+  StrId user_metadata = 0;           // "" when none
+  StrId compile_context = 0;         // "" when none or "N/A"
+  StrId internal_metadata = 0;
+  StackId forward_stack = kNoStack;  // forward_frames, innermost first
+};
+
+// Pinned host memory (host_segments, host_traces; PyTorch 2026): the host allocator's own
+// segments and history, kept apart from the devices'.
+struct HostMemory {
+  bool present = false;             // the file has host_segments or host_traces
+  std::vector<Segment> segments;    // device -1; blocks in `blocks`
+  std::vector<Block> blocks;
+  std::vector<TraceEvent> events;   // host_traces, in file order
+  std::uint64_t events_in_file = 0;
 };
 
 struct Annotation {
@@ -134,6 +160,13 @@ struct Snapshot {
   bool top_level_list = false;  // the file held only a list of segments
   std::vector<Annotation> annotations;
   AllocatorSettings settings;
+  std::vector<std::vector<EventFacts>> event_facts;  // by device, ascending entry
+  std::vector<std::pair<std::uint32_t, StackId>> block_forward_stacks;  // (block index, forward_frames)
+  // Stacks made of an allocation's forward_frames followed by its own frames (blocks and trace
+  // events with forward_frames get them), sorted: their site is the forward line.
+  std::vector<StackId> forward_attributed;
+  bool forward_attributed_stack(StackId s) const { return std::binary_search(forward_attributed.begin(), forward_attributed.end(), s); }
+  HostMemory host;
 
   std::map<std::string, std::uint64_t> unknown_keys;     // "segment.foo" -> count
   std::map<std::string, std::uint64_t> unknown_actions;  // action string -> count
@@ -157,6 +190,12 @@ struct Snapshot {
   // The kept trace events of `device` (empty for a device without a trace).
   const TraceEvents& events_of(std::int64_t device) const;
   std::int64_t stream(const TraceEvent& e) const { return e.stream_id < streams.size() ? streams[e.stream_id] : 0; }
+  // The facts of kept event `index` of `device`, or null when it carries none.
+  const EventFacts* facts_of_event(std::int64_t device, std::size_t index) const;
+  PoolId pool_of_event(std::int64_t device, std::size_t index) const {
+    const EventFacts* f = facts_of_event(device, index);
+    return f ? f->pool : PoolId{};
+  }
   // The id of `stream`, added when new; throws InputError past kMaxStreams distinct streams.
   StreamId stream_id(std::int64_t stream);
 };

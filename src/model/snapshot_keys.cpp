@@ -9,8 +9,8 @@ constexpr KeyRow<RootKey> kRootKeys[] = {
     {"device_traces", RootKey::DeviceTraces},
     {"allocator_settings", RootKey::AllocatorSettings},
     {"external_annotations", RootKey::ExternalAnnotations},
-    {"host_segments", RootKey::Ignored},
-    {"host_traces", RootKey::Ignored},
+    {"host_segments", RootKey::HostSegments},
+    {"host_traces", RootKey::HostTraces},
     {"traces", RootKey::Ignored},
 };
 
@@ -27,6 +27,7 @@ constexpr KeyRow<SegmentKey> kSegmentKeys[] = {
     {"frames", SegmentKey::Frames},
     {"blocks", SegmentKey::Blocks},
     {"segment_pool_id", SegmentKey::PoolId},
+    {"forward_frames", SegmentKey::ForwardFrames},
 };
 
 constexpr KeyRow<BlockKey> kBlockKeys[] = {
@@ -36,7 +37,7 @@ constexpr KeyRow<BlockKey> kBlockKeys[] = {
     {"state", BlockKey::State},
     {"frames", BlockKey::Frames},
     {"history", BlockKey::History},
-    {"forward_frames", BlockKey::Ignored},
+    {"forward_frames", BlockKey::ForwardFrames},
     {"user_metadata", BlockKey::Ignored},
 };
 
@@ -54,12 +55,12 @@ constexpr KeyRow<TraceField> kTraceEntryKeys[] = {
     {"stream", TraceField::Stream},
     {"time_us", TraceField::Time},
     {"frames", TraceField::Frames},
-    {"compile_context", TraceField::Ignored},
-    {"user_metadata", TraceField::Ignored},
-    {"internal_metadata", TraceField::Ignored},
-    {"pool_id", TraceField::Ignored},
-    {"forward_frames", TraceField::Ignored},
-    {"category", TraceField::Ignored},
+    {"compile_context", TraceField::CompileContext},
+    {"user_metadata", TraceField::UserMetadata},
+    {"internal_metadata", TraceField::InternalMetadata},
+    {"pool_id", TraceField::PoolId},
+    {"forward_frames", TraceField::ForwardFrames},
+    {"category", TraceField::Category},
 };
 
 }  // namespace

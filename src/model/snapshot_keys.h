@@ -13,12 +13,14 @@
 
 namespace memsnap {
 
-enum class RootKey : std::uint8_t { Segments, DeviceTraces, AllocatorSettings, ExternalAnnotations, Ignored, Unknown };
+enum class RootKey : std::uint8_t {
+  Segments, DeviceTraces, AllocatorSettings, ExternalAnnotations, HostSegments, HostTraces, Ignored, Unknown
+};
 enum class SegmentKey : std::uint8_t {
   Device, Address, TotalSize, AllocatedSize, ActiveSize, RequestedSize, Stream, SegmentType, IsExpandable, Frames,
-  Blocks, PoolId, Unknown
+  Blocks, PoolId, ForwardFrames, Unknown
 };
-enum class BlockKey : std::uint8_t { Address, Size, RequestedSize, State, Frames, History, Ignored, Unknown };
+enum class BlockKey : std::uint8_t { Address, Size, RequestedSize, State, Frames, History, ForwardFrames, Ignored, Unknown };
 enum class FrameDictKey : std::uint8_t { Filename, Name, Line, Unknown };
 
 template <typename Field>

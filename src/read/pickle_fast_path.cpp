@@ -451,6 +451,10 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
           return false;
         }
         break;
+      case TraceField::PoolId: case TraceField::UserMetadata: case TraceField::CompileContext:
+      case TraceField::InternalMetadata: case TraceField::ForwardFrames: case TraceField::Category:
+        if (!typed_value<kFrames>(p, f.extra[extra_slot(field)], true)) return false;
+        break;
       case TraceField::Ignored: {
         Value ignored;
         if (!typed_value<kFrames>(p, ignored, true)) return false;

@@ -12,8 +12,14 @@
 namespace memsnap {
 
 // The fields memsnap keeps from a trace entry, as named by its keys.
-enum class TraceField : std::uint8_t { Action, Addr, Size, Stream, Time, Frames, Ignored, Unknown };
+// PoolId .. Category are kept as read (TraceFields::extra) for the builder to interpret.
+enum class TraceField : std::uint8_t {
+  Action, Addr, Size, Stream, Time, Frames, PoolId, UserMetadata, CompileContext, InternalMetadata, ForwardFrames,
+  Category, Ignored, Unknown
+};
 static_assert(static_cast<int>(TraceField::Addr) == 1 && static_cast<int>(TraceField::Time) == 4);
+inline constexpr unsigned kTraceExtraCount = static_cast<unsigned>(TraceField::Ignored) - static_cast<unsigned>(TraceField::PoolId);
+inline constexpr unsigned extra_slot(TraceField f) { return static_cast<unsigned>(f) - static_cast<unsigned>(TraceField::PoolId); }
 
 // One trace entry decoded by the reader's typed fast path: the values of the fields above.
 struct TraceFields {
@@ -24,6 +30,7 @@ struct TraceFields {
   std::int64_t stream = 0;
   std::int64_t time_us = 0;
   bool has_time = false;
+  Value extra[kTraceExtraCount];  // by extra_slot(field): pool_id, user_metadata, ... (kind None when absent)
 };
 
 // Receives device_traces[d] entries while the file is being read, so that the bulk of a snapshot

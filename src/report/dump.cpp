@@ -1,7 +1,10 @@
 // JSON Lines writers for `memsnap dump`.
 #include "report/dump.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <utility>
+#include <vector>
 #include <fmt/format.h>
 
 #include "report/json_writer.h"
@@ -50,9 +53,30 @@ void append_frames(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
   b.push_back(']');
 }
 
-void dump_segments(const Snapshot& s, LineWriter& w) {
-  for (std::size_t i = 0; i < s.segments.size(); ++i) {
-    const Segment& g = s.segments[i];
+// The 2026 facts of one trace event (pool_id, metadata, compiled region, forward frames).
+void append_event_facts(fmt::memory_buffer& b, const Snapshot& s, const EventFacts* f) {
+  if (!f) return;
+  fmt::format_to(std::back_inserter(b), ",\"pool_id\":[{},{}]", f->pool.first, f->pool.second);
+  const std::pair<const char*, StrId> texts[] = {
+      {"user_metadata", f->user_metadata}, {"compile_context", f->compile_context}, {"internal_metadata", f->internal_metadata}};
+  for (const auto& [key, id] : texts) {
+    if (id == 0) continue;
+    fmt::format_to(std::back_inserter(b), ",\"{}\":", key);
+    append_json_string(b, s.str(id));
+  }
+  if (f->forward_stack != kNoStack) fmt::format_to(std::back_inserter(b), ",\"forward_stack\":{}", f->forward_stack);
+}
+
+// The forward_frames stack of block `index`, or kNoStack.
+StackId block_forward_stack(const Snapshot& s, std::size_t index) {
+  const auto& list = s.block_forward_stacks;
+  const auto it = std::lower_bound(list.begin(), list.end(), index, [](const auto& p, std::size_t i) { return p.first < i; });
+  return it != list.end() && it->first == index ? it->second : kNoStack;
+}
+
+void dump_segments(const Snapshot& s, LineWriter& w, const std::vector<Segment>& segments, bool host) {
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const Segment& g = segments[i];
     auto& b = w.buf();
     fmt::format_to(std::back_inserter(b),
                    "{{\"index\":{},\"device\":{},\"address\":{},\"total_size\":{},\"allocated_size\":{},"
@@ -61,25 +85,44 @@ void dump_segments(const Snapshot& s, LineWriter& w) {
                    i, g.device, g.address, g.total_size, g.allocated_size, g.active_size, g.requested_size, g.stream,
                    g.is_large ? "large" : "small", g.pool_id[0], g.pool_id[1], g.is_expandable, g.block_count);
     append_frames(b, s, g.stack);
+    if (g.forward_stack != kNoStack) fmt::format_to(std::back_inserter(b), ",\"forward_stack\":{}", g.forward_stack);
+    if (host) fmt::format_to(std::back_inserter(b), ",\"host\":true");
     b.push_back('}');
     w.end_line();
   }
 }
 
-void dump_blocks(const Snapshot& s, LineWriter& w) {
-  for (std::size_t i = 0; i < s.segments.size(); ++i) {
-    const Segment& g = s.segments[i];
-    for (std::uint32_t k = 0; k < g.block_count; ++k) {
-      const Block& bl = s.blocks[g.first_block + k];
+void dump_blocks(const Snapshot& s, LineWriter& w, const std::vector<Segment>& segments, const std::vector<Block>& blocks, bool host) {
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const Segment& g = segments[i];
+    for (std::uint32_t k = 0; k < g.block_count && g.first_block + k < blocks.size(); ++k) {
+      const Block& bl = blocks[g.first_block + k];
       auto& b = w.buf();
       fmt::format_to(std::back_inserter(b),
                      "{{\"device\":{},\"segment\":{},\"address\":{},\"size\":{},\"requested_size\":{},"
                      "\"state\":\"{}\",\"stack\":{},\"frames\":",
                      g.device, i, bl.address, bl.size, bl.requested_size, block_state_name(bl.state), bl.stack);
       append_frames(b, s, bl.stack);
+      if (const StackId fwd = host ? kNoStack : block_forward_stack(s, g.first_block + k); fwd != kNoStack) {
+        fmt::format_to(std::back_inserter(b), ",\"forward_stack\":{}", fwd);
+      }
+      if (host) fmt::format_to(std::back_inserter(b), ",\"host\":true");
       b.push_back('}');
       w.end_line();
     }
+  }
+}
+
+// host_traces entries, after the devices' ("host":true, index in the host list).
+void dump_host_trace(const Snapshot& s, LineWriter& w) {
+  for (std::size_t i = 0; i < s.host.events.size(); ++i) {
+    const TraceEvent& e = s.host.events[i];
+    auto& b = w.buf();
+    fmt::format_to(std::back_inserter(b), "{{\"host\":true,\"index\":{},\"action\":\"{}\",\"addr\":{},\"size\":{},\"stream\":{}", i,
+                   action_name(e.action), e.addr, e.size, s.stream(e));
+    if (e.has_time) fmt::format_to(std::back_inserter(b), ",\"time_us\":{}", e.time_us);
+    fmt::format_to(std::back_inserter(b), ",\"stack\":{}}}", e.stack);
+    w.end_line();
   }
 }
 
@@ -93,10 +136,12 @@ void dump_trace(const Snapshot& s, LineWriter& w) {
                      d, t.dropped + i, action_name(e.action), e.action == Action::Oom ? "device_free" : "addr", e.addr,
                      e.size, s.stream(e));
       if (e.has_time) fmt::format_to(std::back_inserter(b), ",\"time_us\":{}", e.time_us);
+      append_event_facts(b, s, s.facts_of_event(static_cast<std::int64_t>(d), i));
       fmt::format_to(std::back_inserter(b), ",\"stack\":{}}}", e.stack);
       w.end_line();
     }
   }
+  dump_host_trace(s, w);
 }
 
 void dump_frames(const Snapshot& s, LineWriter& w) {
@@ -124,8 +169,14 @@ std::optional<DumpWhat> parse_dump_what(std::string_view name) {
 int write_dump(const Snapshot& s, DumpWhat what, std::FILE* out) {
   LineWriter w(out);
   switch (what) {
-    case DumpWhat::Segments: dump_segments(s, w); break;
-    case DumpWhat::Blocks: dump_blocks(s, w); break;
+    case DumpWhat::Segments:
+      dump_segments(s, w, s.segments, false);
+      dump_segments(s, w, s.host.segments, true);
+      break;
+    case DumpWhat::Blocks:
+      dump_blocks(s, w, s.segments, s.blocks, false);
+      dump_blocks(s, w, s.host.segments, s.host.blocks, true);
+      break;
     case DumpWhat::Trace: dump_trace(s, w); break;
     case DumpWhat::Frames: dump_frames(s, w); break;
     case DumpWhat::Settings:

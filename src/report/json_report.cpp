@@ -1,6 +1,8 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
 
+#include "report/pool_host_sections.h"
+
 #include "base/checked.h"
 #include "base/limits.h"
 #include "analysis/patterns.h"
@@ -51,6 +53,7 @@ nlohmann::ordered_json site_json(const Site& site) {
   j["percent"] = std::round(site.percent * 100) / 100;
   j["category"] = category_name(site.category);
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
+  if (site.via_forward_frames) j["via_forward_frames"] = true;
   if (site.no_stack) {
     j["reason"] = "no stack was recorded: allocated before _record_memory_history was enabled, recorded without "
                   "context, or allocated in the backward pass without C++ frames (stacks=\"all\")";
@@ -102,7 +105,8 @@ nlohmann::ordered_json pools_json(const std::vector<PoolStreamFree>& pools) {
   auto arr = nlohmann::ordered_json::array();
   for (const auto& p : pools) {
     const Totals& t = p.totals;
-    arr.push_back({{"device", p.device}, {"pool", p.is_large ? "large" : "small"}, {"stream", p.stream},
+    arr.push_back({{"device", p.device}, {"pool", p.is_large ? "large" : "small"}, {"pool_id", {p.pool.first, p.pool.second}},
+                   {"pool_kind", pool_kind_name(pool_kind(p.pool))}, {"stream", p.stream},
                    {"reserved", t.reserved}, {"allocated", t.allocated}, {"requested", t.requested},
                    {"pending_free", t.pending_free}, {"inactive", t.inactive}, {"largest_inactive_block", t.largest_inactive_block},
                    {"segments", t.segments}, {"segments_with_inactive", t.segments_with_inactive},
@@ -191,6 +195,9 @@ nlohmann::ordered_json totals_json(const Totals& t) {
   j["free_segments"] = t.free_segments;
   j["fragments"] = t.fragments();
   j["largest_fragment"] = t.largest_fragment;
+  j["reserved_in_private_pools"] = t.reserved_in_private_pools;
+  j["allocated_in_private_pools"] = t.allocated_in_private_pools;
+  j["inactive_in_private_pools"] = t.inactive_in_private_pools;
   j["peak_allocated"] = optional_int(t.peak_allocated);
   j["peak_reserved"] = optional_int(t.peak_reserved);
   if (t.peak_allocated) j["peak_certainty"] = peak_certainty_name(t.peak_certainty);
@@ -224,6 +231,10 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["inactive_in_free_segments_at_oom"] = o.at_oom.in_free_segments;
     ooms[i]["largest_reusable_block"] = o.largest_reusable_block;
     ooms[i]["fragments_in_pool_at_oom"] = o.fragments_in_pool;
+    ooms[i]["pool_id"] = {o.pool.first, o.pool.second};
+    ooms[i]["reserved_in_pool_at_oom"] = o.reserved_in_pool;
+    ooms[i]["reserved_in_other_pools_at_oom"] = o.reserved_in_other_pools;
+    ooms[i]["inactive_in_other_pools_at_oom"] = o.inactive_in_other_pools;
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
     ooms[i]["top_sites"] = sites_json(o.sites_before, 5);
@@ -233,6 +244,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
   j["pools"] = pools_json(a.pools);
+  j["memory_pools"] = memory_pools_json(a.memory_pools);
+  j["host_memory"] = host_memory_json(a.host, sites_json(a.host.sites, a.options.top));
   auto steps = nlohmann::ordered_json::array();
   for (const DeviceSteps& d : a.diagnosis.steps) {
     steps.push_back({{"device", d.device}, {"source", step_source_name(d.source)}, {"marker", d.marker}, {"boundaries", d.boundaries},

@@ -2,6 +2,8 @@
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
 
+#include "report/pool_host_sections.h"
+
 #include "report/comparison_report.h"
 
 #include <algorithm>
@@ -73,12 +75,21 @@ std::string timeline_peak_text(const DeviceTimeline& t) {
   return fmt::format("peak {} at event {} of {}", peak, t.peak_index, t.events);
 }
 
+// Private-pool memory is reusable only inside its own pool (CUDA graph / MemPool).
+void private_pools_lines(std::string& out, const Totals& t) {
+  out += fmt::format("  {:<30}{}\n", "  reusable (default pool)", format_bytes(t.inactive - t.inactive_in_private_pools));
+  out += fmt::format("  {:<30}{} of {} reserved in {} private pool{} (CUDA graphs / MemPools; not reusable by other pools)\n",
+                     "  held by private pools", format_bytes(t.inactive_in_private_pools), format_bytes(t.reserved_in_private_pools),
+                     t.private_pools, t.private_pools == 1 ? "" : "s");
+}
+
 void totals_section(std::string& out, const Totals& t) {
   auto line = [&](const char* label, const std::string& value) { out += fmt::format("  {:<30}{}\n", label, value); };
   line("reserved (segments)", format_bytes(t.reserved));
   line("allocated (live tensors)", format_bytes(t.allocated));
   line("active, awaiting free", format_bytes(t.pending_free));
-  line("inactive (cached, reusable)", format_bytes(t.inactive));
+  line(t.inactive_in_private_pools ? "inactive (cached)" : "inactive (cached, reusable)", format_bytes(t.inactive));
+  if (t.inactive_in_private_pools) private_pools_lines(out, t);
   if (t.inactive) {
     line("  in wholly free segments", fmt::format("{} in {} segment{} (empty_cache() returns it)", format_bytes(t.inactive_in_free_segments),
                                                   t.free_segments, t.free_segments == 1 ? "" : "s"));
@@ -102,7 +113,8 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
     out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
                        s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
     if (s.no_stack) continue;
-    out += wrap(s.site + " in " + s.function, "      at ", "         ");
+    out += wrap(s.site + " in " + s.function + (s.via_forward_frames ? " (forward line of a backward allocation, from forward_frames)" : ""),
+                "      at ", "         ");
     for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
   }
   if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);
@@ -116,7 +128,7 @@ std::string brief_site_line(const char* prefix, const Site& s) {
 
 void timeline_section(std::string& out, const Analysis& a) {
   if (a.trace.analyzed == 0) {
-    out += "  No trace history: frees, the peak and OOM moments are unknown.\n";
+    out += no_device_history_text(a);
     return;
   }
   out += fmt::format("  {} events analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.events, a.trace.dropped);
@@ -199,10 +211,12 @@ std::string text_report(const ReportInput& in) {
       totals_section(out, d.totals);
     }
   }
+  memory_pools_text(out, a.memory_pools);
   out += "\nWhere the live memory was allocated\n";
   sites_section(out, a.sites, a.options.top);
   out += "\nFree timeline\n";
   timeline_section(out, a);
+  host_memory_text(out, a.host, a.options.top);
   out += "\nDiagnosis\n";
   diagnosis_section(out, a);
   out += "\nNext steps\n";

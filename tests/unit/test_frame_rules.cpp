@@ -51,6 +51,8 @@ const std::vector<FrameCase>& frame_cases() {
       // generated code
       {{"<eval_with_key>.12", "forward"}, FrameKind::Generated},
       {{"/tmp/torchinductor_alice/xy/cxyz.py", "call"}, FrameKind::Generated},
+      {{"/tmp/tmpk2j1/fx_graph_module_7f3a.py", "forward"}, FrameKind::Generated},
+      {{"fx_generated_0a1b.py", "forward"}, FrameKind::Generated},
       // PyTorch: installed, checked out, relative, functorch; a torch/ folder in a home directory is the user's
       {{pkg("torch/nn/modules/linear.py"), "forward"}, FrameKind::Torch},
       {{"/home/u/.venv/lib/python3.11/site-packages/torch/nn/functional.py", "linear"}, FrameKind::Torch},

@@ -54,6 +54,9 @@ nlohmann::json trace_value(TraceField field) {
     case TraceField::Action: return "alloc";
     case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time: return 512;
     case TraceField::Frames: return nlohmann::json::array({frame_json()});
+    case TraceField::PoolId: return nlohmann::json::array({0, 0});
+    case TraceField::ForwardFrames: return nlohmann::json::array();
+    case TraceField::UserMetadata: case TraceField::CompileContext: case TraceField::InternalMetadata: case TraceField::Category:
     case TraceField::Ignored: case TraceField::Unknown: return "N/A";
   }
   return nullptr;
@@ -66,7 +69,7 @@ nlohmann::json block_value(BlockKey key) {
     case BlockKey::RequestedSize: return 500;
     case BlockKey::State: return "active_allocated";
     case BlockKey::Frames: return nlohmann::json::array({frame_json()});
-    case BlockKey::History: case BlockKey::Ignored: case BlockKey::Unknown: return nlohmann::json::array();
+    case BlockKey::History: case BlockKey::ForwardFrames: case BlockKey::Ignored: case BlockKey::Unknown: return nlohmann::json::array();
   }
   return nullptr;
 }
@@ -81,6 +84,7 @@ nlohmann::json segment_value(SegmentKey key, const nlohmann::json& block) {
     case SegmentKey::Frames: return nlohmann::json::array();
     case SegmentKey::Blocks: return nlohmann::json::array({block});
     case SegmentKey::PoolId: return nlohmann::json::array({0, 0});
+    case SegmentKey::ForwardFrames: return nlohmann::json::array();
     case SegmentKey::Unknown: return 1;
   }
   return nullptr;
@@ -91,7 +95,8 @@ nlohmann::json root_value(RootKey key, const nlohmann::json& segment, const nloh
     case RootKey::Segments: return nlohmann::json::array({segment});
     case RootKey::DeviceTraces: return nlohmann::json::array({nlohmann::json::array({entry})});
     case RootKey::AllocatorSettings: return nlohmann::json::object();
-    case RootKey::ExternalAnnotations: case RootKey::Ignored: case RootKey::Unknown: return nlohmann::json::array();
+    case RootKey::ExternalAnnotations: case RootKey::HostSegments: case RootKey::HostTraces: case RootKey::Ignored:
+    case RootKey::Unknown: return nlohmann::json::array();
   }
   return nullptr;
 }
@@ -141,9 +146,10 @@ TEST(SnapshotKeys, AKeyInNoTableIsCountedPerObject) {
 
 TEST(SnapshotKeys, LookupFallsBackToUnknown) {
   EXPECT_EQ(field_of(trace_entry_keys(), "device_free"), TraceField::Addr);
-  EXPECT_EQ(field_of(trace_entry_keys(), "forward_frames"), TraceField::Ignored);
+  EXPECT_EQ(field_of(trace_entry_keys(), "forward_frames"), TraceField::ForwardFrames);
   EXPECT_EQ(field_of(trace_entry_keys(), "Action"), TraceField::Unknown);
-  EXPECT_EQ(field_of(root_keys(), "host_traces"), RootKey::Ignored);
+  EXPECT_EQ(field_of(root_keys(), "host_traces"), RootKey::HostTraces);
+  EXPECT_EQ(field_of(root_keys(), "traces"), RootKey::Ignored);
 }
 
 }  // namespace

@@ -668,6 +668,32 @@
                    td(val(k + 'segments_with_inactive', p.segments_with_inactive, 'count'), true));
         }), [false, false, false, true, true, true, true, true, true]));
     }
+    renderMemoryPools(s);
+  }
+
+  // Reserved by memory pool (CUDA graphs, MemPools) and pinned host memory, when the snapshot has them.
+  function renderMemoryPools(s) {
+    var pools = report.memory_pools || [];
+    if (pools.some(function (p) { return p.kind !== 'default'; })) {
+      s.appendChild(h('h3', null, 'Memory pools (reserved by device and pool)'));
+      s.appendChild(table(['Device', 'Pool', 'Reserved', 'Allocated', 'Inactive', 'Segments'], pools.map(function (p, i) {
+        var k = 'memory_pools.' + i + '.';
+        return h('tr', null, td(deviceName(p.device)), td(p.label), td(val(k + 'reserved', p.reserved, 'bytes'), true),
+                 td(val(k + 'allocated', p.allocated, 'bytes'), true), td(val(k + 'inactive', p.inactive, 'bytes'), true),
+                 td(val(k + 'segments', p.segments, 'count'), true));
+      }), [false, false, true, true, true, true]));
+      s.appendChild(h('p', { class: 'fn' }, 'A private pool\u2019s memory serves only requests made in that pool; the default pool cannot reuse it.'));
+    }
+    var host = report.host_memory;
+    if (host) {
+      s.appendChild(h('h3', null, 'Pinned host memory'));
+      s.appendChild(table(['', 'Bytes'], [
+        h('tr', null, td('reserved (host segments)'), td(val('host_memory.reserved', host.reserved, 'bytes'), true)),
+        h('tr', null, td('allocated (live)'), td(val('host_memory.allocated', host.allocated, 'bytes'), true)),
+        h('tr', null, td('inactive (cached)'), td(val('host_memory.inactive', host.inactive, 'bytes'), true)),
+        h('tr', null, td('peak allocated (host trace)'), td(val('host_memory.peak_allocated', host.peak_allocated, 'bytes'), true))
+      ], [false, true]));
+    }
   }
 
   function renderFooter() {
