@@ -80,6 +80,7 @@ struct Site {
   std::string what_frame;              // that frame as "file:line:function"
   std::string what_op;                 // the innermost informative C++ frame ("at::native::bmm"), "" when none
   const KnownAllocator* known = nullptr;  // the matched known-allocator entry
+  std::vector<std::string> full_stack;    // only for a site read back from a JSON report (query/merge)
 };
 
 // One allocation to attribute: a live block or a live trace allocation.

@@ -1,6 +1,7 @@
 // The "what" of a site: frames below the user's line, chosen by their facts, and the wording.
 #include "analysis/site_what.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace memsnap {
@@ -19,6 +20,7 @@ bool is_informative_op(FrameFacts facts) {
 }  // namespace
 
 std::string_view package_path(std::string_view path) {
+  if (const auto at = path.find("/torchinductor_"); at != std::string_view::npos) return path.substr(path.rfind('/') + 1);
   for (std::string_view marker : {"site-packages/", "dist-packages/", "/pytorch/torch/"}) {
     if (const auto at = path.find(marker); at != std::string_view::npos) {
       return marker == "/pytorch/torch/" ? path.substr(at + 9) : path.substr(at + marker.size());
@@ -27,13 +29,15 @@ std::string_view package_path(std::string_view path) {
   return path;
 }
 
-std::string short_cxx_name(std::string_view name) {
+std::string short_cxx_name(std::string_view full) {
+  std::string name(full);
+  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;) name.erase(at, 23);
   const auto paren = name.find('(');
-  if (paren != std::string_view::npos && paren > 0 && !name.substr(0, paren).ends_with("operator")) name = name.substr(0, paren);
+  if (paren != std::string::npos && paren > 0 && !name.substr(0, paren).ends_with("operator")) name.resize(paren);
   for (std::string_view prefix : {"torch::autograd::generated::", "torch::autograd::"}) {
-    if (const auto at = name.find(prefix); at != std::string_view::npos) return std::string(name.substr(at + prefix.size()));
+    if (const auto at = name.find(prefix); at != std::string::npos) return name.substr(at + prefix.size());
   }
-  return std::string(name);
+  return name;
 }
 
 void describe_what(const Snapshot& s, StackId stack, std::size_t site_position, Site& site) {
@@ -46,7 +50,9 @@ void describe_what(const Snapshot& s, StackId stack, std::size_t site_position, 
     if (site.what_op.empty() && is_informative_op(f.facts)) site.what_op = short_cxx_name(s.str(f.name));
     if (site.what_frame.empty() && is_library_frame(f.facts)) {
       site.what_frame = format_frame(s, frames[i]);
-      site.what = fmt::format("{}:{}", package_path(s.str(f.filename)), s.str(f.name));
+      std::string file(s.str(f.filename));
+      std::replace(file.begin(), file.end(), '\\', '/');
+      site.what = fmt::format("{}:{}", package_path(file), s.str(f.name));
     }
   }
   if (site.what.empty()) site.what = site.what_op;

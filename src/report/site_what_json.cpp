@@ -14,7 +14,8 @@ void add_site_what(nlohmann::ordered_json& j, const Site& site, const Snapshot* 
   } else {
     j["known_allocator"] = nullptr;
   }
-  if (snapshot && !site.no_stack) j["full_stack"] = full_stack(*snapshot, site.example_stack);
+  if (!snapshot || site.no_stack) return;  // the ranks' lists carry no full stacks
+  j["full_stack"] = site.full_stack.empty() ? full_stack(*snapshot, site.example_stack) : site.full_stack;
 }
 
 }  // namespace memsnap
