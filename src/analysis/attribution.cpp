@@ -2,6 +2,7 @@
 #include "analysis/attribution.h"
 
 #include <algorithm>
+#include <array>
 #include <fmt/format.h>
 #include <unordered_map>
 
@@ -165,7 +166,13 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   // Stacks repeat a lot: look each stack's site up once.
   std::unordered_map<StackId, std::size_t> site_of_stack;
   std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)
-  std::unordered_map<std::size_t, std::pair<StackId, std::uint64_t>> largest;  // site -> (stack, bytes)
+  // Per site and category: the bytes, and the largest allocation (stack, bytes).
+  constexpr std::size_t kKinds = EnumNames<Category>::names.size();
+  struct Kinds {
+    std::array<std::uint64_t, kKinds> bytes{};
+    std::array<std::pair<StackId, std::uint64_t>, kKinds> largest{};
+  };
+  std::unordered_map<std::size_t, Kinds> kinds;
   std::vector<Site> sites;
   std::uint64_t total = 0;
   for (const LiveItem& item : items) {
@@ -183,14 +190,19 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     site.bytes += item.bytes;
     site.requested += item.requested;
     ++site.blocks;
-    auto& best = largest[idx];
-    if (item.bytes >= best.second) best = {item.stack, item.bytes};
+    const auto kind = static_cast<std::size_t>(item.stack == kNoStack ? Category::Unknown : cache.describe(item.stack).category);
+    Kinds& k = kinds[idx];
+    k.bytes[kind] += item.bytes;
+    if (item.bytes >= k.largest[kind].second) k.largest[kind] = {item.stack, item.bytes};
   }
-  // A site's category is its largest allocation's: one stack decides it for every report and the diff.
-  for (auto& [idx, best] : largest) {
-    sites[idx].example_stack = best.first;
+  // A site's category is the one holding most of its bytes (a backward node's 32 MiB cuBLAS
+  // workspace does not make its gradients a workspace); its example, what and entry are the
+  // largest allocation of that category.
+  for (auto& [idx, k] : kinds) {
+    const auto kind = static_cast<std::size_t>(std::max_element(k.bytes.begin(), k.bytes.end()) - k.bytes.begin());
+    sites[idx].example_stack = k.largest[kind].first;
     if (sites[idx].no_stack) continue;
-    const Site& largest_stack = cache.describe(best.first);
+    const Site& largest_stack = cache.describe(k.largest[kind].first);
     sites[idx].category = largest_stack.category;
     sites[idx].what = largest_stack.what;
     sites[idx].what_frame = largest_stack.what_frame;
