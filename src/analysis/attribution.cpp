@@ -2,8 +2,11 @@
 #include "analysis/attribution.h"
 
 #include <algorithm>
+#include <array>
 #include <fmt/format.h>
 #include <unordered_map>
+
+#include "analysis/site_what.h"
 
 namespace memsnap {
 namespace {
@@ -48,6 +51,7 @@ std::string format_frame(const Snapshot& s, FrameId frame) {
 // optimizer state.
 StackSignals stack_signals(const Snapshot& s, StackId stack) {
   StackSignals out;
+  FrameFacts stack_facts = 0;
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
     const FrameFacts facts = s.frames[frames[i]].facts;
@@ -61,13 +65,17 @@ StackSignals stack_signals(const Snapshot& s, StackId stack) {
     out.autograd_engine |= (facts & kAutogradEngine) != 0;
     out.parameter_init |= (facts & kParameterInit) != 0;
     out.python |= frame_kind(facts) != FrameKind::Native;
+    stack_facts |= facts;
   }
+  out.known = match_known_allocator(s, stack, stack_facts);
   return out;
 }
 
 namespace {
 
 constexpr CategoryRule kCategoryRules[] = {
+    {[](const StackSignals& g) { return g.known_position() < g.forward && g.known_position() < g.backward; }, Category::Unknown,
+     "a known allocator (known_allocators.cpp) inside any forward or backward call: its entry's kind", true},
     {[](const StackSignals& g) { return g.communication; }, Category::Communication,
      "a torch.distributed, c10d or NCCL frame anywhere on the stack"},
     {[](const StackSignals& g) { return g.optimizer != g.kNever && g.optimizer < g.backward && g.optimizer < g.forward; },
@@ -93,7 +101,11 @@ const CategoryRule& category_rule(const StackSignals& signals) {
   return kCategoryRules[std::size(kCategoryRules) - 1];
 }
 
-Category categorize_stack(const Snapshot& s, StackId stack) { return category_rule(stack_signals(s, stack)).category; }
+Category categorize_stack(const Snapshot& s, StackId stack) {
+  const StackSignals signals = stack_signals(s, stack);
+  const CategoryRule& rule = category_rule(signals);
+  return rule.from_known_allocator ? signals.known.entry->kind : rule.category;
+}
 
 std::vector<LiveItem> live_blocks(const Snapshot& s, std::int64_t device) {
   std::vector<LiveItem> items;
@@ -125,6 +137,7 @@ Site describe_site(const Snapshot& s, StackId stack, const SiteChoice& choice) {
   site.site = fmt::format("{}:{}", site.file, site.line);
   site.call_path = call_path(s, stack, choice.position);
   site.category = categorize_stack(s, stack);
+  describe_what(s, stack, choice.position, site);
   return site;
 }
 
@@ -154,7 +167,13 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   // Stacks repeat a lot: look each stack's site up once.
   std::unordered_map<StackId, std::size_t> site_of_stack;
   std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)
-  std::unordered_map<std::size_t, std::pair<StackId, std::uint64_t>> largest;  // site -> (stack, bytes)
+  // Per site and category: the bytes, and the largest allocation (stack, bytes).
+  constexpr std::size_t kKinds = EnumNames<Category>::names.size();
+  struct Kinds {
+    std::array<std::uint64_t, kKinds> bytes{};
+    std::array<std::pair<StackId, std::uint64_t>, kKinds> largest{};
+  };
+  std::unordered_map<std::size_t, Kinds> kinds;
   std::vector<Site> sites;
   std::uint64_t total = 0;
   for (const LiveItem& item : items) {
@@ -172,13 +191,24 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     site.bytes += item.bytes;
     site.requested += item.requested;
     ++site.blocks;
-    auto& best = largest[idx];
-    if (item.bytes >= best.second) best = {item.stack, item.bytes};
+    const auto kind = static_cast<std::size_t>(item.stack == kNoStack ? Category::Unknown : cache.describe(item.stack).category);
+    Kinds& k = kinds[idx];
+    k.bytes[kind] += item.bytes;
+    if (item.bytes >= k.largest[kind].second) k.largest[kind] = {item.stack, item.bytes};
   }
-  // A site's category is its largest allocation's: one stack decides it for every report and the diff.
-  for (auto& [idx, best] : largest) {
-    sites[idx].example_stack = best.first;
-    if (!sites[idx].no_stack) sites[idx].category = cache.category(best.first);
+  // A site's category is the one holding most of its bytes (a backward node's 32 MiB cuBLAS
+  // workspace does not make its gradients a workspace); its example, what and entry are the
+  // largest allocation of that category.
+  for (auto& [idx, k] : kinds) {
+    const auto kind = static_cast<std::size_t>(std::max_element(k.bytes.begin(), k.bytes.end()) - k.bytes.begin());
+    sites[idx].example_stack = k.largest[kind].first;
+    if (sites[idx].no_stack) continue;
+    const Site& largest_stack = cache.describe(k.largest[kind].first);
+    sites[idx].category = largest_stack.category;
+    sites[idx].what = largest_stack.what;
+    sites[idx].what_frame = largest_stack.what_frame;
+    sites[idx].what_op = largest_stack.what_op;
+    sites[idx].known = largest_stack.known;
   }
   for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
   std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {

@@ -13,15 +13,21 @@
 
 #include "base/enum_names.h"
 #include "analysis/frame_filter.h"
+#include "analysis/known_allocators.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
 
-enum class Category { Parameter, Gradient, OptimizerState, Activation, Temporary, Communication, UserContainer, Unknown };
+// The kinds of memory. kv_cache: inference KV caches; autocast_copy: autocast's casts of the
+// weights; workspace: cuBLAS / CUDA-graph / Inductor workspaces. Unknown stays last.
+enum class Category {
+  Parameter, Gradient, OptimizerState, Activation, Temporary, Communication, KvCache, AutocastCopy, Workspace, UserContainer, Unknown
+};
 template <>
 struct EnumNames<Category> {
-  static constexpr std::array<std::string_view, 8> names = {"parameter",     "gradient",       "optimizer_state", "activation",
-                                                            "temporary",     "communication",  "user_container",  "unknown"};
+  static constexpr std::array<std::string_view, 11> names = {
+      "parameter", "gradient",      "optimizer_state", "activation", "temporary", "communication",
+      "kv_cache",  "autocast_copy", "workspace",       "user_container", "unknown"};
 };
 inline const char* category_name(Category c) { return name_of(c).data(); }
 
@@ -36,6 +42,8 @@ struct StackSignals {
   bool autograd_engine = false;
   bool parameter_init = false;
   bool python = false;             // any frame that is not native
+  KnownMatch known;                // the stack's known-allocator entry, if any
+  std::size_t known_position() const { return known.entry ? known.position : kNever; }
 };
 StackSignals stack_signals(const Snapshot& snapshot, StackId stack);
 
@@ -44,6 +52,7 @@ struct CategoryRule {
   bool (*holds)(const StackSignals&);
   Category category;
   std::string_view reason;
+  bool from_known_allocator = false;  // the category is the known-allocator entry's kind
 };
 std::span<const CategoryRule> category_rules();
 const CategoryRule& category_rule(const StackSignals& signals);
@@ -67,6 +76,12 @@ struct Site {
   StackId example_stack = kNoStack;  // the stack of the largest contribution
   std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
   bool via_forward_frames = false;  // the site is the forward line of a backward allocation (forward_frames)
+  // What the memory is (analysis/site_what.h), from the example stack's frames below the site:
+  std::string what;                    // "vllm/worker/cache_engine.py:_allocate_kv_cache", "" when none
+  std::string what_frame;              // that frame as "file:line:function"
+  std::string what_op;                 // the innermost informative C++ frame ("at::native::bmm"), "" when none
+  const KnownAllocator* known = nullptr;  // the matched known-allocator entry
+  std::vector<std::string> full_stack;    // only for a site read back from a JSON report (query/merge)
 };
 
 // One allocation to attribute: a live block or a live trace allocation.

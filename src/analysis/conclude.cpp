@@ -1,6 +1,7 @@
 // The conclude stage (conclude.h): headline, next steps, uncertainties and final site categories
 // for one snapshot, a diff and a rank directory, from the typed findings.
 #include "analysis/conclude.h"
+#include "analysis/site_what.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -36,8 +37,8 @@ std::string largest_site_headline(const Analysis& a) {
   }
   const Site& top = *attributed;
   const bool optimizer = top.category == Category::OptimizerState && a.diagnosis.optimizer_spike;
-  return fmt::format("{:.0f}% of live memory ({} of {}) is {} allocated at {} ({}){}{}.", top.percent, format_bytes(top.bytes),
-                     format_bytes(t.allocated), category_name(top.category), top.site, top.function,
+  return fmt::format("{:.0f}% of live memory ({} of {}) is {}: {}{}{}.", top.percent, format_bytes(top.bytes),
+                     format_bytes(t.allocated), category_name(top.category), site_phrase(top),
                      optimizer ? ": optimizer state from the first optimizer.step(), expected retention, not a leak" : "", no_stack_note);
 }
 
@@ -69,7 +70,7 @@ std::vector<NextStep> next_steps(const Analysis& a) {
   for (const Site& site : a.sites) {
     if (site.no_stack || named == 3) continue;
     out.push_back({NextStepKind::LookAtSite, {}, {},
-                   sentence("look at {} ({}): it holds {} live in {} blocks ({})", site.site, site.function, Bytes(site.bytes), site.blocks,
+                   sentence("look at {}: it holds {} live in {} blocks ({})", site_phrase(site), Bytes(site.bytes), site.blocks,
                             category_name(site.category))});
     ++named;
   }

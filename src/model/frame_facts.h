@@ -37,6 +37,17 @@ inline constexpr FrameFacts kForwardCall = 1u << 17;     // a module's forward /
 // Device facts: code that spreads one model over the devices of one process.
 inline constexpr FrameFacts kDataParallel = 1u << 28;    // torch.nn.DataParallel (replicate, scatter, parallel_apply, gather)
 inline constexpr FrameFacts kPipelineStages = 1u << 29;  // torch.distributed.pipelining / Pipe
+// Known-allocator facts: code known to allocate one kind of memory (analysis/known_allocators.cpp
+// names the entry from the frame's text, read only on frames with the fact).
+inline constexpr FrameFacts kKvCacheCode = 1u << 18;     // vLLM / SGLang / Hugging Face KV caches
+inline constexpr FrameFacts kAutocastCast = 1u << 19;    // autocast's cast cache (at::autocast::cached_cast)
+inline constexpr FrameFacts kAttentionMath = 1u << 20;   // unfused attention: SDPA's math path, softmax of scores
+inline constexpr FrameFacts kAttentionCode = 1u << 21;   // an attention module or function
+inline constexpr FrameFacts kWorkspaceCode = 1u << 22;   // cuBLAS / cuBLASLt workspaces, CUDA graph pools
+inline constexpr FrameFacts kFrameworkBuffer = 1u << 23; // Megatron buffers and optimizer, FSDP flat parameters
+inline constexpr FrameFacts kOtherOptimizer = 1u << 24;  // optimizers outside torch.optim (apex, bitsandbytes)
+// "What" facts: frames below the user's line that say nothing about what the memory is.
+inline constexpr FrameFacts kBoilerplate = 1u << 25;     // dispatch glue (c10::impl, at::_ops), Module.__call__
 
 enum class TextMatch : std::uint8_t { Any, Equals, StartsWith, EndsWith, Contains };
 

@@ -72,6 +72,13 @@ Site site_from(const Json& j) {
   s.no_stack = kind == "none";
   s.kind = frame_kind_from(kind);
   s.call_path = j.at("stack").get<std::vector<std::string>>();
+  s.what = j.value("what", "");
+  s.what_frame = j.value("what_frame", "");
+  s.what_op = j.value("what_op", "");
+  if (j.contains("known_allocator") && j["known_allocator"].is_object()) {
+    s.known = find_known_allocator(j["known_allocator"].value("id", ""));
+  }
+  s.full_stack = j.value("full_stack", std::vector<std::string>{});
   return s;
 }
 

@@ -1,5 +1,6 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
+#include "report/site_what_json.h"
 
 #include "report/pool_host_sections.h"
 
@@ -41,7 +42,7 @@ nlohmann::ordered_json input_json(const InputInfo& in) {
   return j;
 }
 
-nlohmann::ordered_json site_json(const Site& site) {
+nlohmann::ordered_json site_json(const Site& site, const Snapshot* snapshot) {
   nlohmann::ordered_json j;
   j["site"] = site.site;
   j["file"] = site.file;
@@ -59,12 +60,13 @@ nlohmann::ordered_json site_json(const Site& site) {
                   "context, or allocated in the backward pass without C++ frames (stacks=\"all\")";
   }
   j["stack"] = site.call_path;
+  add_site_what(j, site, snapshot);
   return j;
 }
 
-nlohmann::ordered_json sites_json(const std::vector<Site>& sites, std::size_t top) {
+nlohmann::ordered_json sites_json(const std::vector<Site>& sites, std::size_t top, const Snapshot* snapshot = nullptr) {
   auto arr = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < sites.size() && i < top; ++i) arr.push_back(site_json(sites[i]));
+  for (std::size_t i = 0; i < sites.size() && i < top; ++i) arr.push_back(site_json(sites[i], snapshot));
   return arr;
 }
 
@@ -217,7 +219,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   auto devices = nlohmann::ordered_json::array();
   for (const auto& d : a.totals.devices) devices.push_back({{"device", d.device}, {"totals", totals_json(d.totals)}});
   j["devices"] = devices;
-  j["top_sites"] = sites_json(a.sites, a.options.top);
+  j["top_sites"] = sites_json(a.sites, a.options.top, &s);
   j["trace"] = trace_json(a.trace);
   auto& ooms = j["trace"]["oom"];
   for (std::size_t i = 0; i < a.ooms.size() && i < ooms.size(); ++i) {
@@ -237,12 +239,12 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["inactive_in_other_pools_at_oom"] = o.inactive_in_other_pools;
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
-    ooms[i]["top_sites"] = sites_json(o.sites_before, 5);
+    ooms[i]["top_sites"] = sites_json(o.sites_before, 5, &s);
   }
   auto timelines = nlohmann::ordered_json::array();
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t, limits::kMaxListedAnnotations / std::max<std::size_t>(1, a.timelines.size())));
   j["timeline"] = timelines;
-  j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
+  j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top, &s)}};
   j["pools"] = pools_json(a.pools);
   j["memory_pools"] = memory_pools_json(a.memory_pools);
   j["host_memory"] = host_memory_json(a.host, sites_json(a.host.sites, a.options.top));

@@ -1,6 +1,7 @@
 // Text report in the workflow's order: headline, totals, top sites, free timeline, diagnosis,
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
+#include "report/site_what_text.h"
 
 #include "report/pool_host_sections.h"
 
@@ -115,6 +116,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function + (s.via_forward_frames ? " (forward line of a backward allocation, from forward_frames)" : ""),
                 "      at ", "         ");
+    out += site_what_lines(s, wrap);
     for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
   }
   if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);

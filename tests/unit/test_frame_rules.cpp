@@ -9,6 +9,7 @@
 
 #include "analysis/attribution.h"
 #include "analysis/frame_filter.h"
+#include "analysis/site_what.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -105,10 +106,120 @@ struct StackCase {
   std::vector<FrameText> frames;  // innermost first
   std::size_t site;               // the position choose_site must pick
   Category category;
+  const char* known = nullptr;    // the known-allocator entry's id ("" none; nullptr: not checked)
+  const char* site_what = nullptr;  // the site's what (nullptr: not checked)
+  const char* op = nullptr;       // the site's what_op (nullptr: not checked)
 };
 
 const FrameText kUser{"/home/me/train.py", "main"};
 const FrameText kAddmm{"/usr/lib/libtorch_cuda.so", "at::native::addmm"};
+
+// Weight loading, and every known-allocator entry from the frames real snapshots show.
+std::vector<StackCase> known_allocator_cases() {
+  const FrameText vit{pkg("timm/models/vision_transformer.py"), "forward"};
+  const FrameText fwd{"/home/me/model.py", "forward"};
+  return {
+      {"safetensors", {{pkg("safetensors/torch.py"), "load_file"}, kUser}, 1, Category::Parameter},
+      {"torch.load", {{pkg("torch/serialization.py"), "load"}, kUser}, 1, Category::Parameter},
+      {"transformers loading", {{pkg("transformers/modeling_utils.py"), "_load_state_dict_into_meta_model"}, kUser}, 1,
+       Category::Parameter},
+      {"accelerate placing", {{pkg("accelerate/utils/modeling.py"), "set_module_tensor_to_device"}, kUser}, 1, Category::Parameter},
+      {"vLLM load_weights", {{pkg("vllm/model_executor/models/qwen2.py"), "load_weights"}, kUser}, 1, Category::Parameter},
+      {"DDP reducer from Python", {{pkg("torch/nn/parallel/distributed.py"), "_ddp_init_helper"}, kUser}, 1,
+       Category::Communication, "ddp_reducer_buckets"},
+      {"vLLM cache engine",
+       {{pkg("vllm/worker/cache_engine.py"), "_allocate_kv_cache"}, {pkg("vllm/worker/worker.py"), "_init_cache_engine"},
+        {"/srv/rollout.py", "__init__"}},
+       2, Category::KvCache, "vllm_kv_cache", "vllm/worker/cache_engine.py:_allocate_kv_cache"},
+      {"vLLM v1", {{pkg("vllm/v1/worker/gpu_model_runner.py"), "initialize_kv_cache"}, kUser}, 1, Category::KvCache, "vllm_kv_cache"},
+      {"SGLang", {{pkg("sglang/srt/mem_cache/memory_pool.py"), "_create_buffers"}, kUser}, 1, Category::KvCache, "sglang_kv_cache"},
+      {"DynamicCache in forward",
+       {{pkg("transformers/cache_utils.py"), "update"}, {pkg("transformers/models/llama/modeling_llama.py"), "forward"}, kUser}, 2,
+       Category::KvCache, "hf_kv_cache"},
+      {"past_key_values", {{"/home/me/kv.py", "build_past_key_values"}, fwd}, 0, Category::KvCache, "past_key_values", ""},
+      {"autocast copy",
+       {{"??", "at::native::_to_copy(at::Tensor const&)"}, {"??", "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&)"},
+        {pkg("torch/nn/modules/linear.py"), "forward"}, fwd},
+       3, Category::AutocastCopy, "autocast_cast_cache", "torch/nn/modules/linear.py:forward", "at::native::_to_copy"},
+      {"SDPA math", {{"??", "at::native::_scaled_dot_product_attention_math(at::Tensor const&)"}, fwd}, 1, Category::Activation,
+       "sdpa_math", "at::native::_scaled_dot_product_attention_math"},
+      {"softmax in timm", {{"??", "at::native::softmax(at::Tensor const&, long)"}, vit, fwd}, 2, Category::Activation,
+       "softmax_scores", "timm/models/vision_transformer.py:forward", "at::native::softmax"},
+      {"_softmax in an attention file", {{"??", "at::native::_softmax(at::Tensor const&, long, bool)"}, {"/home/me/attention.py", "f"}},
+       1, Category::Activation, "softmax_scores"},
+      {"F.softmax in an attention function", {{pkg("torch/nn/functional.py"), "softmax"}, {"/home/me/model.py", "attention"}}, 1,
+       Category::Activation, "softmax_scores"},
+      {"softmax in attn_fwd", {{pkg("torch/nn/functional.py"), "softmax"}, {"/home/me/model.py", "attn_fwd"}}, 1,
+       Category::Activation, "softmax_scores"},
+      {"softmax outside attention", {{pkg("torch/nn/functional.py"), "softmax"}, {"/home/me/head.py", "classify"}}, 1,
+       Category::Unknown, ""},
+      {"cuBLAS workspace", {{"??", "at::cuda::getNewWorkspace()"}, {"??", "at::native::addmm_out_cuda_impl(at::Tensor&)"}, fwd}, 2,
+       Category::Workspace, "cublas_workspace", "at::cuda::getNewWorkspace"},
+      {"cuBLASLt workspace", {{"??", "at::cuda::getCUDABlasLtWorkspace()"}, fwd}, 1, Category::Workspace, "cublas_workspace"},
+      {"cudagraph trees", {{pkg("torch/_inductor/cudagraph_trees.py"), "record_function"}, kUser}, 1, Category::Workspace,
+       "cuda_graph_pool"},
+      {"torch.cuda.graph", {{pkg("torch/cuda/graphs.py"), "__enter__"}, kUser}, 1, Category::Workspace, "cuda_graph_pool"},
+      {"Megatron grad buffer", {{pkg("megatron/core/distributed/param_and_grad_buffer.py"), "__init__"}, kUser}, 1, Category::Gradient,
+       "megatron_grad_buffer"},
+      {"Megatron main params", {{pkg("megatron/core/optimizer/distrib_optimizer.py"), "_build_model_and_main_param_groups"}, kUser}, 1,
+       Category::OptimizerState, "megatron_main_params"},
+      {"FSDP flat parameter in forward",
+       {{pkg("torch/distributed/fsdp/_flat_param.py"), "_alloc_padded_unsharded_flat_param"},
+        {pkg("torch/distributed/fsdp/fully_sharded_data_parallel.py"), "forward"}, kUser},
+       2, Category::Parameter, "fsdp_flat_param"},
+      {"apex", {{pkg("apex/optimizers/fused_adam.py"), "step"}, kUser}, 1, Category::OptimizerState, "fused_optimizer_state"},
+      {"bitsandbytes", {{pkg("bitsandbytes/optim/optimizer.py"), "init_state"}, kUser}, 1, Category::OptimizerState,
+       "fused_optimizer_state"},
+      {"Adam moments", {{pkg("torch/optim/adam.py"), "_init_group"}, kUser}, 1, Category::OptimizerState, "adam_moments"},
+      {"a forward inside step(closure) is no optimizer state",
+       {{pkg("torch/nn/modules/linear.py"), "forward"}, {pkg("torch/optim/adamw.py"), "step"}, kUser}, 2, Category::Activation, ""},
+      {"NCCL", {{"??", "c10d::ProcessGroupNCCL::allgather"}, kUser}, 1, Category::Communication, "nccl_buffers"},
+      {"a forward inside a torch.distributed wrapper stays communication (no entry: the forward is innermost)",
+       {{pkg("torch/nn/modules/linear.py"), "forward"},
+        {pkg("torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py"), "forward"}, kUser},
+       2, Category::Communication, ""},
+      {"plain memory matches no entry", {fwd}, 0, Category::Activation, "", ""},
+  };
+}
+
+// The what: the innermost library frame below the site, skipping dispatch glue.
+std::vector<StackCase> what_cases() {
+  const FrameText fwd{"/home/me/model.py", "forward"};
+  const FrameText mm{"??", "at::native::mm(at::Tensor const&, at::Tensor const&)"};
+  auto glue = [&](FrameText frame) { return StackCase{"skips " + frame.name, {frame, mm, fwd}, 2, Category::Activation, nullptr,
+                                                      "at::native::mm", "at::native::mm"}; };
+  auto py_glue = [&](FrameText frame) {
+    return StackCase{"skips " + frame.name, {frame, {pkg("vllm/model_executor/layers/linear.py"), "create_weights"}, fwd}, 2,
+                     Category::Activation, nullptr, "vllm/model_executor/layers/linear.py:create_weights"};
+  };
+  return {
+      glue({"??", "c10::impl::wrap_kernel_functor_unboxed_<at::native::mm>::call"}),
+      glue({"??", "at::_ops::mm::call(at::Tensor const&, at::Tensor const&)"}),
+      glue({"VariableType_0.cpp", "torch::autograd::VariableType::(anonymous namespace)::mm(c10::DispatchKeySet)"}),
+      glue({"python_torch_functions_0.cpp", "torch::autograd::THPVariable_mm(_object*, _object*)"}),
+      glue({"python_variable_methods.cpp", "torch::autograd::dispatch_to(at::Tensor const&)"}),
+      glue({"??", "torch::handle_torch_function(torch::PythonArgs&)"}),
+      glue({"RegisterCUDA.cpp", "at::(anonymous namespace)::wrapper_CUDA_mm(at::Tensor const&)"}),
+      glue({"RegisterCUDA.cpp", "at::(anonymous namespace)::create_out(c10::ArrayRef<long>)"}),
+      glue({"RegisterCUDA.cpp", "at::(anonymous namespace)::structured_mm_out_cuda_functional::set_output_raw_strided(long)"}),
+      glue({"??", "at::meta::structured_mm::meta(at::Tensor const&, at::Tensor const&)"}),
+      {"an anonymous namespace and a Windows path",
+       {{"??", "at::native::(anonymous namespace)::addmm_out_cuda_impl(at::Tensor&)"},
+        {"C:\\venv\\Lib\\site-packages\\torch\\nn\\modules\\linear.py", "forward"}, {"/home/me/model.py", "forward"}},
+       2, Category::Activation, nullptr, "torch/nn/modules/linear.py:forward", "at::native::addmm_out_cuda_impl"},
+      {"Inductor's generated code by its file name",
+       {{"/tmp/torchinductor_me/ab/cabc.py", "call"}, {"/home/me/model.py", "forward"}}, 1, Category::Activation, nullptr,
+       "cabc.py:call"},
+      py_glue({pkg("torch/utils/_device.py"), "__torch_function__"}),
+      py_glue({pkg("torch/nn/modules/module.py"), "_call_impl"}),
+      py_glue({pkg("torch/nn/modules/module.py"), "_wrapped_call_impl"}),
+      py_glue({pkg("torch/_tensor.py"), "wrapped"}),
+      py_glue({pkg("torch/utils/_contextlib.py"), "decorate_context"}),
+      py_glue({pkg("torch/_dynamo/eval_frame.py"), "_fn"}),
+      {"a backward node's op", {mm, {"??", "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)"}}, 1,
+       Category::Unknown, "", "at::native::mm", "at::native::mm"},
+  };
+}
 
 std::vector<StackCase> stack_cases() {
   std::vector<StackCase> cases = {
@@ -208,6 +319,8 @@ std::vector<StackCase> stack_cases() {
       {"_wrapped_call_impl", {{pkg("torch/nn/modules/module.py"), "_wrapped_call_impl"}, kUser}, 1, Category::Activation},
       {"nothing decisive", {{"/home/me/data.py", "collate"}}, 0, Category::Unknown},
   };
+  for (StackCase& c : known_allocator_cases()) cases.push_back(std::move(c));
+  for (StackCase& c : what_cases()) cases.push_back(std::move(c));
   // Native frames not worth naming: the next native frame is the site.
   for (const FrameText& skipped :
        std::vector<FrameText>{{"??", "c10::cuda::CUDAStream::query"},
@@ -261,6 +374,11 @@ std::string stack_case_error(const StackCase& c, std::span<const FactRule> rules
   std::string error;
   if (!site.found || site.position != c.site) error += " site at " + std::to_string(site.position);
   if (categorize_stack(s, kStack) != c.category) error += std::string(" category ") + category_name(categorize_stack(s, kStack));
+  const Site d = describe_site(s, kStack, site);
+  const std::string known_id = d.known ? std::string(d.known->id) : "";
+  if (c.known && known_id != c.known) error += " known " + known_id;
+  if (c.site_what && d.what != c.site_what) error += " what " + d.what;
+  if (c.op && d.what_op != c.op) error += " op " + d.what_op;
   return error;
 }
 

@@ -520,17 +520,32 @@
     show();
   }
 
+  // What the memory is: the known allocator's name (its note and knob on hover), the library
+  // frame and the op below the site's line.
+  function whatCell(x) {
+    var parts = [];
+    if (x.known_allocator) {
+      parts.push(h('strong', { class: 'known', title: x.known_allocator.note + '; change: ' + x.known_allocator.knob },
+                   x.known_allocator.name));
+    }
+    if (x.what) parts.push(h('div', { class: 'fn' }, x.what));
+    if (x.what_op && x.what_op !== x.what) parts.push(h('div', { class: 'fn' }, x.what_op));
+    return parts;
+  }
+
   function sitesTable(sites, keyPrefix) {
     var max = sites.reduce(function (m, x) { return Math.max(m, x.bytes); }, 0) || 1;
-    return table(['#', 'Site', 'Function', 'Category', 'Live bytes', 'Blocks', 'Share'], sites.map(function (x, i) {
+    return table(['#', 'Site', 'Function', 'What', 'Category', 'Live bytes', 'Blocks', 'Share'], sites.map(function (x, i) {
       var k = keyPrefix + '.' + i + '.';
+      var frames = (x.full_stack || []).length ? x.full_stack : (x.stack || []);
       var site = h('details', null, h('summary', null, h('span', { class: 'site', 'data-key': k + 'site' }, x.site)),
-        (x.stack || []).length ? h('ol', { class: 'stack' }, x.stack.map(function (f) { return h('li', null, f); }))
-                               : h('p', { class: 'fn' }, 'no call stack recorded'));
+        frames.length ? h('ol', { class: 'stack' }, frames.map(function (f) { return h('li', null, f); }))
+                      : h('p', { class: 'fn' }, 'no call stack recorded'));
       return h('tr', { 'data-site-row': i }, td(String(i + 1)), td(site), td(h('span', { class: 'fn' }, x.function || '')),
-               td(badge(x.category || 'unknown')), td(val(k + 'bytes', x.bytes, 'bytes'), true), td(val(k + 'blocks', x.blocks, 'count'), true),
+               td(whatCell(x)), td(badge(x.category || 'unknown')), td(val(k + 'bytes', x.bytes, 'bytes'), true),
+               td(val(k + 'blocks', x.blocks, 'count'), true),
                td([val(k + 'percent', x.percent, 'percent'), h('div', { class: 'bar' }, h('span', { style: 'width:' + (100 * x.bytes / max).toFixed(1) + '%' }))], true));
-    }), [false, false, false, false, true, true, true]);
+    }), [false, false, false, false, false, true, true, true]);
   }
 
   function renderSites() {

@@ -1,0 +1,51 @@
+// Known allocators as data: code whose allocations an expert names at sight (vLLM's KV cache,
+// autocast's cast cache, DDP's buckets, Megatron's buffers, optimizer moments, ...). One table
+// (known_allocators.cpp): each entry is recognised by a frame fact (model/frame_facts.cpp) and
+// the frame's text, and gives the memory's kind, a plain name, the expert's note and the knob
+// that changes it. docs/known-allocators.md is this table (test_known_allocators checks it).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "model/frame_facts.h"
+#include "model/snapshot.h"
+
+namespace memsnap {
+
+enum class Category;
+
+// One way an entry's frame looks: its file and function name (both must match).
+struct FrameMatch {
+  TextPattern file;
+  TextPattern name;
+};
+
+struct KnownAllocator {
+  std::string_view id;                 // stable, for JSON and the docs ("vllm_kv_cache")
+  FrameFacts fact;                     // the entry's frame has this fact ...
+  std::span<const FrameMatch> frames;  // ... and matches one of these
+  FrameFacts with;                     // facts some frame of the stack must also have (0: none)
+  Category kind;
+  std::string_view name;               // "vLLM KV cache"
+  std::string_view note;               // what an expert says about it
+  std::string_view knob;               // what changes it
+  std::string_view example_file;       // a frame the entry matches (docs and tests)
+  std::string_view example_function;
+};
+
+// The table, most specific first: the first entry that matches a stack is its entry.
+std::span<const KnownAllocator> known_allocators();
+const KnownAllocator* find_known_allocator(std::string_view id);
+
+struct KnownMatch {
+  const KnownAllocator* entry = nullptr;
+  std::size_t position = 0;  // the innermost matching frame (0 = innermost)
+};
+
+// The entry of `stack`, given the OR of its frames' facts (the text is read only on frames with
+// an entry's fact).
+KnownMatch match_known_allocator(const Snapshot& snapshot, StackId stack, FrameFacts stack_facts);
+
+}  // namespace memsnap
