@@ -10,6 +10,7 @@
 #include "analysis/diagnosis.h"
 #include "analysis/finding.h"
 #include "analysis/fragmentation.h"
+#include "analysis/memory_budget.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
@@ -45,6 +46,7 @@ struct Measures {
   std::int64_t peak_device = -1;
   std::vector<PoolStreamFree> pools;
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
+  std::vector<MemoryBudget> budgets;  // per device: the end, the peak, each OOM (memory_budget.h)
   std::vector<std::string> invariant_violations;
 };
 

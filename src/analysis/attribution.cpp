@@ -170,6 +170,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     Site& site = sites[idx];
     site.bytes += item.bytes;
     site.requested += item.requested;
+    site.bytes_by_provenance[static_cast<std::size_t>(item.provenance)] += item.bytes;
     ++site.blocks;
     auto& best = largest[idx];
     if (item.bytes >= best.second) best = {item.stack, item.bytes};

@@ -13,6 +13,7 @@
 
 #include "base/enum_names.h"
 #include "analysis/frame_filter.h"
+#include "analysis/provenance.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -66,6 +67,7 @@ struct Site {
   Category category = Category::Unknown;
   StackId example_stack = kNoStack;  // the stack of the largest contribution
   std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
+  std::array<std::uint64_t, kProvenanceCount> bytes_by_provenance{};  // bytes, indexed by Provenance
 };
 
 // One allocation to attribute: a live block or a live trace allocation.
@@ -73,6 +75,7 @@ struct LiveItem {
   StackId stack = kNoStack;
   std::uint64_t bytes = 0;
   std::uint64_t requested = 0;
+  Provenance provenance = Provenance::InWindow;
 };
 
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.

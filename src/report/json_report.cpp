@@ -1,5 +1,6 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
+#include "report/budget_report.h"
 
 #include "base/checked.h"
 #include "base/limits.h"
@@ -51,7 +52,13 @@ nlohmann::ordered_json site_json(const Site& site) {
   j["percent"] = std::round(site.percent * 100) / 100;
   j["category"] = category_name(site.category);
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
-  if (site.no_stack) {
+  nlohmann::ordered_json provenance;
+  for (std::size_t p = 0; p < kProvenanceCount; ++p) provenance[std::string(name_of(static_cast<Provenance>(p)))] = site.bytes_by_provenance[p];
+  j["provenance"] = provenance;
+  const auto before = static_cast<std::size_t>(Provenance::BeforeWindow);
+  if (site.no_stack && site.bytes_by_provenance[before] == site.bytes) {
+    j["reason"] = "allocated before the recording began: the trace has no alloc of these blocks";
+  } else if (site.no_stack) {
     j["reason"] = "no stack was recorded: allocated before _record_memory_history was enabled, recorded without "
                   "context, or allocated in the backward pass without C++ frames (stacks=\"all\")";
   }
@@ -230,6 +237,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t, limits::kMaxListedAnnotations / std::max<std::size_t>(1, a.timelines.size())));
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top)}};
+  j["budget"] = budget_json(a.budgets);
   j["pools"] = pools_json(a.pools);
   auto steps = nlohmann::ordered_json::array();
   for (const DeviceSteps& d : a.diagnosis.steps) {

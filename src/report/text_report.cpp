@@ -2,7 +2,9 @@
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
 
+#include "report/budget_report.h"
 #include "report/comparison_report.h"
+#include "report/text_wrap.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -12,32 +14,6 @@
 
 namespace memsnap {
 namespace {
-
-constexpr std::size_t kWidth = 80;
-
-
-// Word-wraps `text` to kWidth, the first line after `first`, the rest indented by `indent`.
-std::string wrap(const std::string& text, const std::string& first, const std::string& indent) {
-  std::istringstream words(text);
-  std::string out = first, line_word;
-  std::size_t col = first.size();
-  bool line_empty = true;
-  while (words >> line_word) {
-    if (!line_empty && col + 1 + line_word.size() > kWidth) {
-      out += "\n" + indent;
-      col = indent.size();
-      line_empty = true;
-    }
-    if (!line_empty) {
-      out += ' ';
-      ++col;
-    }
-    out += line_word;
-    col += line_word.size();
-    line_empty = false;
-  }
-  return out + "\n";
-}
 
 // Installed packages' frames shown from the package root ("torch/nn/modules/module.py:...").
 std::string package_relative(const std::string& frame) {
@@ -196,6 +172,7 @@ std::string text_report(const ReportInput& in) {
       totals_section(out, d.totals);
     }
   }
+  budget_text_section(out, a);
   out += "\nWhere the live memory was allocated\n";
   sites_section(out, a.sites, a.options.top);
   out += "\nFree timeline\n";
