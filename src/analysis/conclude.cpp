@@ -44,7 +44,10 @@ std::string largest_site_headline(const Analysis& a) {
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
 std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
-  return b ? budget_sentence(*b) : largest_site_headline(a);
+  if (!b) return largest_site_headline(a);
+  const std::string sentence = budget_sentence(*b);
+  if (!a.diagnosis.optimizer_spike) return sentence;
+  return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
 }
 
 std::string headline(const Analysis& a) {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/plausibility.h"
 #include "base/format_bytes.h"
 
 namespace memsnap {
@@ -236,6 +237,44 @@ std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeli
   return out;
 }
 
+std::string capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+bool about(std::uint64_t value, std::uint64_t target) {
+  const double v = static_cast<double>(value), t = static_cast<double>(target);
+  return t > 0 && v >= 0.98 * t && v <= 1.02 * t;
+}
+
+// " (16 bytes a parameter)" when gradients equal the parameters and the optimizer state is twice
+// them: fp32 weights, gradients and two AdamW moments.
+std::string per_parameter_note(const std::array<std::uint64_t, kCategoryCount>& kinds) {
+  const std::uint64_t params = kinds[static_cast<std::size_t>(Category::Parameter)];
+  const bool adam = about(kinds[static_cast<std::size_t>(Category::Gradient)], params) &&
+                    about(kinds[static_cast<std::size_t>(Category::OptimizerState)], 2 * params);
+  return adam ? " (16 bytes a parameter: fp32 weights, gradients and two AdamW moments)" : "";
+}
+
+// What the reader must know about the stack-less part: how much came from before the recording,
+// and, when most of it is of unknown kind, its sizes.
+std::string stackless_note(const MemoryBudget& b) {
+  std::uint64_t before = 0, unknown = 0;
+  for (const BudgetRow& row : b.rows) {
+    before += row.provenance == Provenance::BeforeWindow ? row.bytes : 0;
+    unknown += row.kind == Category::Unknown && row.source == KindSource::NoEvidence ? row.bytes : 0;
+  }
+  const auto percent = [&](std::uint64_t x) { return 100.0 * static_cast<double>(x) / static_cast<double>(b.live_bytes); };
+  std::string out;
+  if (before > 0 && b.live_bytes > 0) out += fmt::format("; {:.0f}% was allocated before recording", percent(before));
+  if (2 * unknown >= b.live_bytes && b.live_bytes > 0) {
+    SizeCounts sizes;
+    for (const SizeGroup& g : b.stackless_sizes) sizes[g.size] = g.count;
+    out += fmt::format("; {:.0f}% has no stack and matches no known set ({})", percent(unknown), size_groups_text(sizes));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, const TotalsReport& totals) {
@@ -265,8 +304,12 @@ std::vector<std::string> budget_violations(const std::vector<MemoryBudget>& budg
   std::vector<std::string> out;
   for (const MemoryBudget& b : budgets) {
     std::uint64_t sum = 0;
-    for (const BudgetRow& row : b.rows) sum += row.bytes;
-    if (sum != b.live_bytes) {
+    bool absurd = b.live_bytes > kMaxPlausibleBytes;  // named by implausible_values already
+    for (const BudgetRow& row : b.rows) {
+      sum += row.bytes;
+      absurd |= row.bytes > kMaxPlausibleBytes;
+    }
+    if (!absurd && sum != b.live_bytes) {
       out.push_back(fmt::format("device {}: the memory budget {} adds up to {} B but {} B are live", b.device, moment_text(b), sum,
                                 b.live_bytes));
     }
@@ -321,15 +364,8 @@ std::string budget_sentence(const MemoryBudget& b) {
   std::uint64_t rest = 0;
   for (std::size_t i = 5; i < order.size(); ++i) rest += kinds[order[i]];
   if (rest > 0) parts += fmt::format(", other {}", format_bytes(rest));
-  std::uint64_t before = 0;
-  for (const BudgetRow& row : b.rows) before += row.provenance == Provenance::BeforeWindow ? row.bytes : 0;
-  const std::string before_note = before > 0 && b.live_bytes > 0
-                                      ? fmt::format(" ({:.0f}% allocated before recording)",
-                                                    100.0 * static_cast<double>(before) / static_cast<double>(b.live_bytes))
-                                      : "";
-  std::string moment = moment_text(b);
-  moment[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(moment[0])));
-  return fmt::format("{} {} is live on device {}: {}{}.", moment, format_bytes(b.live_bytes), b.device, parts, before_note);
+  return fmt::format("{} {} is live on device {}: {}{}{}.", capitalized(moment_text(b)), format_bytes(b.live_bytes), b.device, parts,
+                     per_parameter_note(kinds), stackless_note(b));
 }
 
 }  // namespace memsnap

@@ -72,6 +72,11 @@ Site site_from(const Json& j) {
   s.no_stack = kind == "none";
   s.kind = frame_kind_from(kind);
   s.call_path = j.at("stack").get<std::vector<std::string>>();
+  if (const auto p = j.find("provenance"); p != j.end() && p->is_object()) {
+    for (std::size_t i = 0; i < kProvenanceCount; ++i) {
+      s.bytes_by_provenance[i] = p->value(std::string(name_of(static_cast<Provenance>(i))), std::uint64_t{0});
+    }
+  }
   return s;
 }
 

@@ -1,6 +1,7 @@
 // The memory budget as text and JSON (budget_report.h).
 #include "report/budget_report.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
@@ -12,11 +13,13 @@ namespace {
 constexpr std::size_t kTextRows = 8;
 constexpr std::size_t kJsonSizes = 20;
 
-std::string row_label(const BudgetRow& row) {
-  std::string label = kind_text(row.kind);
-  if (row.provenance == Provenance::BeforeWindow) label += " (before recording)";
-  if (row.provenance == Provenance::NoTrace) label += " (no trace)";
-  return label;
+std::string provenance_text(Provenance p) {
+  switch (p) {
+    case Provenance::InWindow: return "";
+    case Provenance::BeforeWindow: return "; allocated before recording";
+    case Provenance::NoTrace: return "; no trace";
+  }
+  return "";
 }
 
 std::string source_text(KindSource source) {
@@ -35,8 +38,8 @@ void budget_table(std::string& out, const MemoryBudget& b) {
       rest_blocks += row.blocks;
       continue;
     }
-    out += fmt::format("    {:<34} {:>10} {:5.1f}% {:>6} blocks  {}\n", row_label(row), format_bytes(row.bytes), row.share, row.blocks,
-                       source_text(row.source));
+    out += fmt::format("    {:<17} {:>10} {:5.1f}% {:>6} blocks  {}{}\n", kind_text(row.kind), format_bytes(row.bytes), row.share,
+                       row.blocks, source_text(row.source), provenance_text(row.provenance));
   }
   if (rest_blocks > 0) out += fmt::format("    ... {} more rows: {} in {} blocks\n", b.rows.size() - kTextRows, format_bytes(rest_bytes), rest_blocks);
 }
