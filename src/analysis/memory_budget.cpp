@@ -84,31 +84,42 @@ void assign(std::vector<Decision>& decisions, const std::vector<std::size_t>& st
 }
 
 // Stack-less blocks matched one to one to the gradients' sizes are the parameters; two more of
-// every gradient size are optimizer moments.
+// every gradient size are optimizer moments, one more is a gradient allocated before recording
+// (the last step's, which the window frees in zero_grad).
 bool match_gradients(const SizeCounts& unexplained, const SizeCounts& gradients, std::vector<Decision>& decisions,
                      const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items, std::vector<std::string>& evidence) {
   const std::uint64_t gradient_bytes = bytes_of(gradients);
   if (gradient_bytes == 0) return false;
-  SizeCounts matched, moments;
+  SizeCounts matched, moments, second;
   for (const auto& [size, n] : gradients) {
     const auto it = unexplained.find(size);
     if (it == unexplained.end()) continue;
     matched[size] = std::min(n, it->second);
     if (it->second >= 3 * n) moments[size] = 2 * n;
+    else if (it->second >= 2 * n) second[size] = n;
   }
-  if (static_cast<double>(bytes_of(matched)) < kMinMatchedShare * static_cast<double>(gradient_bytes)) {
+  const auto covers = [&](const SizeCounts& part, double times) {
+    return static_cast<double>(bytes_of(part)) >= kMinMatchedShare * times * static_cast<double>(gradient_bytes);
+  };
+  const std::uint64_t matched_bytes = bytes_of(matched);
+  if (!covers(matched, 1) && static_cast<double>(matched_bytes) < kMinMatchedShare * static_cast<double>(bytes_of(unexplained))) {
     evidence.push_back(fmt::format("the stack-less sizes do not match the gradients' ({} in {} blocks): their kind is unknown",
                                    format_bytes(gradient_bytes), blocks_of(gradients)));
     return false;
   }
   for (const auto& [size, n] : matched) assign(decisions, stackless, items, size, n, Category::Parameter);
   evidence.push_back(fmt::format("{} stack-less blocks ({}) match the gradients' sizes one to one: the parameters", blocks_of(matched),
-                                 format_bytes(bytes_of(matched))));
-  if (static_cast<double>(bytes_of(moments)) >= kMinMatchedShare * 2.0 * static_cast<double>(gradient_bytes)) {
+                                 format_bytes(matched_bytes)));
+  if (covers(moments, 2)) {
     for (const auto& [size, n] : moments) assign(decisions, stackless, items, size, n, Category::OptimizerState);
     evidence.push_back(fmt::format("two more stack-less blocks of each gradient size ({} in {} blocks): optimizer moments "
                                    "(Adam's exp_avg and exp_avg_sq)",
                                    format_bytes(bytes_of(moments)), blocks_of(moments)));
+  } else if (covers(second, 1)) {
+    for (const auto& [size, n] : second) assign(decisions, stackless, items, size, n, Category::Gradient);
+    evidence.push_back(fmt::format("one more stack-less block of each gradient size ({} in {} blocks): gradients allocated "
+                                   "before recording (the previous step's)",
+                                   format_bytes(bytes_of(second)), blocks_of(second)));
   }
   return true;
 }
@@ -223,7 +234,7 @@ std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeli
   const auto t = std::find_if(timelines.begin(), timelines.end(), [&](const DeviceTimeline& x) { return x.device == d.device; });
   if (t == timelines.end()) return out;
   end.budget.event_index = t->events;
-  if (t->peak_allocated) {
+  if (t->peak_allocated && peak_certainty(*t) == PeakCertainty::InWindow) {  // not a lower bound, not too short a window
     Moment& peak = out.emplace_back();
     peak.budget = {d.device, BudgetMoment::Peak, 0, t->peak_index, non_negative(*t->peak_allocated), 0, {}, {}, {}};
     peak.items = t->live_at_peak;
