@@ -66,6 +66,12 @@ void totals_section(std::string& out, const Totals& t) {
   line("peak reserved (trace)", peak_text(t.peak_reserved, t.reserved_peak_at_window_start, t.peak_certainty));
 }
 
+// The no-stack bucket says what the trace proves about where its blocks came from.
+std::string no_stack_label(const Site& s) {
+  const std::uint64_t before = s.bytes_by_provenance[static_cast<std::size_t>(Provenance::BeforeWindow)];
+  return before == s.bytes ? "[no stack recorded: allocated before recording]" : "[no stack recorded]";
+}
+
 void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top) {
   if (sites.empty()) {
     out += "  (no live allocations)\n";
@@ -74,7 +80,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
   for (std::size_t i = 0; i < sites.size() && i < top; ++i) {
     const Site& s = sites[i];
     out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
-                       s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
+                       s.no_stack ? no_stack_label(s) : category_name(s.category));
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function, "      at ", "         ");
     for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
