@@ -51,7 +51,7 @@ Replay replay(const Snapshot& s) {
 Measures measure(const Snapshot& s, const Replay& r) {
   Measures m;
   SiteCache site_cache(s);  // each stack described once for the end, the peak and every OOM
-  m.sites = attribute(live_blocks(s), site_cache);
+  m.sites = attribute(final_live_items(s, r.timelines), site_cache);
   m.totals = compute_totals(s, r.timelines);
   m.trace = summarize_trace(s, r.timelines);
   for (const auto& t : r.timelines) m.trace.pending_free_requests += t.pending_requests;
@@ -77,7 +77,9 @@ Measures measure(const Snapshot& s, const Replay& r) {
       ++k;
     }
   }
+  m.budgets = memory_budgets(s, r.timelines, m.totals);
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
+  for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));
   for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));
   return m;
 }

@@ -12,6 +12,7 @@
 #include "analysis/fragmentation.h"
 #include "analysis/host_memory.h"
 #include "analysis/memory_pools.h"
+#include "analysis/memory_budget.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
@@ -49,6 +50,7 @@ struct Measures {
   std::vector<PoolTotals> memory_pools;  // reserved by (device, memory pool)
   HostMemoryReport host;                 // pinned host memory, apart from the devices
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
+  std::vector<MemoryBudget> budgets;  // per device: the end, the peak, each OOM (memory_budget.h)
   std::vector<std::string> invariant_violations;
 };
 

@@ -190,6 +190,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     Site& site = sites[idx];
     site.bytes += item.bytes;
     site.requested += item.requested;
+    site.bytes_by_provenance[static_cast<std::size_t>(item.provenance)] += item.bytes;
     ++site.blocks;
     const auto kind = static_cast<std::size_t>(item.stack == kNoStack ? Category::Unknown : cache.describe(item.stack).category);
     Kinds& k = kinds[idx];

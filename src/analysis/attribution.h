@@ -14,6 +14,7 @@
 #include "base/enum_names.h"
 #include "analysis/frame_filter.h"
 #include "analysis/known_allocators.h"
+#include "analysis/provenance.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -82,6 +83,7 @@ struct Site {
   std::string what_op;                 // the innermost informative C++ frame ("at::native::bmm"), "" when none
   const KnownAllocator* known = nullptr;  // the matched known-allocator entry
   std::vector<std::string> full_stack;    // only for a site read back from a JSON report (query/merge)
+  std::array<std::uint64_t, kProvenanceCount> bytes_by_provenance{};  // bytes, indexed by Provenance
 };
 
 // One allocation to attribute: a live block or a live trace allocation.
@@ -89,6 +91,7 @@ struct LiveItem {
   StackId stack = kNoStack;
   std::uint64_t bytes = 0;
   std::uint64_t requested = 0;
+  Provenance provenance = Provenance::InWindow;
 };
 
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.

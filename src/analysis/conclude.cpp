@@ -42,6 +42,15 @@ std::string largest_site_headline(const Analysis& a) {
                      optimizer ? ": optimizer state from the first optimizer.step(), expected retention, not a leak" : "", no_stack_note);
 }
 
+// With no problem pattern, the headline says what the memory is: the main budget in one sentence.
+std::string budget_headline(const Analysis& a) {
+  const MemoryBudget* b = main_budget(a.budgets);
+  if (!b) return largest_site_headline(a);
+  const std::string sentence = budget_sentence(*b);
+  if (!a.diagnosis.optimizer_spike) return sentence;
+  return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
+}
+
 std::string headline(const Analysis& a) {
   for (const auto& p : a.patterns) {
     if (p.id == PatternId::Fragmentation && p.verdict == Verdict::Problem) return "Out of memory from fragmentation: " + p.summary.text() + ".";
@@ -58,7 +67,7 @@ std::string headline(const Analysis& a) {
   for (PatternId id : {PatternId::ReferenceCycles, PatternId::ActivationPressure, PatternId::ReplicatedGradients}) {
     if (const Pattern* p = find_pattern(a.patterns, id)) return p->summary.text() + ".";
   }
-  return largest_site_headline(a);
+  return budget_headline(a);
 }
 
 std::vector<NextStep> next_steps(const Analysis& a) {

@@ -260,9 +260,34 @@ std::vector<LiveItem> live_items(const DeviceTimeline& t, const std::vector<std:
   out.reserve(lifetimes.size());
   for (std::size_t k : lifetimes) {
     const Lifetime& l = t.lifetimes[k];
-    out.push_back({allocating_stack(l), l.size, l.size});
+    out.push_back({allocating_stack(l), l.size, l.size, provenance_of(l)});
   }
   return out;
+}
+
+std::vector<LiveItem> final_live_items(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, std::int64_t device) {
+  // Per block: 0 no trace on its device, 1 traced and allocated before the window, 2 allocated in it.
+  std::vector<std::uint8_t> seen(s.blocks.size(), 0);
+  std::set<std::int64_t> traced;
+  for (const DeviceTimeline& t : timelines) {
+    traced.insert(t.device);
+    for (const auto& [lifetime, block] : t.final_blocks) {
+      if (block < seen.size()) seen[block] = t.lifetimes[lifetime].alloc == kBeforeWindow ? 1 : 2;
+    }
+  }
+  std::vector<LiveItem> items;
+  for (const Segment& seg : s.segments) {
+    if (device >= 0 && seg.device != device) continue;
+    const bool has_trace = traced.count(seg.device) > 0;
+    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
+      const std::size_t k = seg.first_block + i;
+      const Block& b = s.blocks[k];
+      if (b.state != BlockState::ActiveAllocated) continue;
+      const Provenance p = !has_trace ? Provenance::NoTrace : seen[k] == 2 ? Provenance::InWindow : Provenance::BeforeWindow;
+      items.push_back({b.stack, b.size, b.requested_size, p});
+    }
+  }
+  return items;
 }
 
 // Per device, the curve and the pairing are independent passes: they run side by side, the

@@ -58,10 +58,14 @@ struct Lifetime {
 static_assert(sizeof(Lifetime) == 24);
 using Lifetimes = BigVector<Lifetime>;
 
-// The stack a live block is attributed to: the one that allocated it when that alloc is in the
-// window, else the stack of its free (or of the final block).
-inline StackId allocating_stack(const Lifetime& l) {
-  return l.alloc != kBeforeWindow || l.free == kStillLive ? l.stack : l.free_stack;
+// The stack a live block is attributed to: the one that allocated it (the alloc event's, or the
+// final block's for a block still live that the window never allocated). A block allocated before
+// the window and freed in it has none: its free stack says where it died, not what it is.
+inline StackId allocating_stack(const Lifetime& l) { return l.stack; }
+
+// Where a lifetime's block came from: its alloc is in the window, or it is older.
+inline Provenance provenance_of(const Lifetime& l) {
+  return l.alloc == kBeforeWindow ? Provenance::BeforeWindow : Provenance::InWindow;
 }
 
 // Frees that come in a burst: at least kMinBurstFrees matched free_completed with no alloc
@@ -142,7 +146,14 @@ std::vector<std::int64_t> reserved_curve(const DeviceTimeline& timeline);
 // The final block of a lifetime still live at the end; null when the final state lacks it.
 const Block* final_block_of(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime);
 
-// The allocations of the given lifetimes as items to attribute (trace sizes, allocating_stack()).
+// The allocations of the given lifetimes as items to attribute (trace sizes, allocating_stack(),
+// provenance_of()).
 std::vector<LiveItem> live_items(const DeviceTimeline& timeline, const std::vector<std::size_t>& lifetimes);
+
+// The live (active_allocated) blocks of the final state (of one device, or all with -1) with their
+// provenance: in the window when the replay paired them with an alloc, before it when the device
+// has a trace that never allocated them, no_trace when the device has no trace.
+std::vector<LiveItem> final_live_items(const Snapshot& snapshot, const std::vector<DeviceTimeline>& timelines,
+                                       std::int64_t device = -1);
 
 }  // namespace memsnap

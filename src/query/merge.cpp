@@ -79,6 +79,11 @@ Site site_from(const Json& j) {
     s.known = find_known_allocator(j["known_allocator"].value("id", ""));
   }
   s.full_stack = j.value("full_stack", std::vector<std::string>{});
+  if (const auto p = j.find("provenance"); p != j.end() && p->is_object()) {
+    for (std::size_t i = 0; i < kProvenanceCount; ++i) {
+      s.bytes_by_provenance[i] = p->value(std::string(name_of(static_cast<Provenance>(i))), std::uint64_t{0});
+    }
+  }
   return s;
 }
 

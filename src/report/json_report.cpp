@@ -3,6 +3,7 @@
 #include "report/site_what_json.h"
 
 #include "report/pool_host_sections.h"
+#include "report/budget_report.h"
 
 #include "base/checked.h"
 #include "base/limits.h"
@@ -55,7 +56,13 @@ nlohmann::ordered_json site_json(const Site& site, const Snapshot* snapshot) {
   j["category"] = category_name(site.category);
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
   if (site.via_forward_frames) j["via_forward_frames"] = true;
-  if (site.no_stack) {
+  nlohmann::ordered_json provenance;
+  for (std::size_t p = 0; p < kProvenanceCount; ++p) provenance[std::string(name_of(static_cast<Provenance>(p)))] = site.bytes_by_provenance[p];
+  j["provenance"] = provenance;
+  const auto before = static_cast<std::size_t>(Provenance::BeforeWindow);
+  if (site.no_stack && site.bytes_by_provenance[before] == site.bytes) {
+    j["reason"] = "allocated before the recording began: the trace has no alloc of these blocks";
+  } else if (site.no_stack) {
     j["reason"] = "no stack was recorded: allocated before _record_memory_history was enabled, recorded without "
                   "context, or allocated in the backward pass without C++ frames (stacks=\"all\")";
   }
@@ -245,6 +252,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t, limits::kMaxListedAnnotations / std::max<std::size_t>(1, a.timelines.size())));
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top, &s)}};
+  j["budget"] = budget_json(a.budgets);
   j["pools"] = pools_json(a.pools);
   j["memory_pools"] = memory_pools_json(a.memory_pools);
   j["host_memory"] = host_memory_json(a.host, sites_json(a.host.sites, a.options.top));

@@ -5,7 +5,9 @@
 
 #include "report/pool_host_sections.h"
 
+#include "report/budget_report.h"
 #include "report/comparison_report.h"
+#include "report/text_wrap.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -17,32 +19,6 @@
 
 namespace memsnap {
 namespace {
-
-constexpr std::size_t kWidth = 80;
-
-
-// Word-wraps `text` to kWidth, the first line after `first`, the rest indented by `indent`.
-std::string wrap(const std::string& text, const std::string& first, const std::string& indent) {
-  std::istringstream words(text);
-  std::string out = first, line_word;
-  std::size_t col = first.size();
-  bool line_empty = true;
-  while (words >> line_word) {
-    if (!line_empty && col + 1 + line_word.size() > kWidth) {
-      out += "\n" + indent;
-      col = indent.size();
-      line_empty = true;
-    }
-    if (!line_empty) {
-      out += ' ';
-      ++col;
-    }
-    out += line_word;
-    col += line_word.size();
-    line_empty = false;
-  }
-  return out + "\n";
-}
 
 // Installed packages' frames shown from the package root ("torch/nn/modules/module.py:...").
 std::string package_relative(const std::string& frame) {
@@ -104,6 +80,12 @@ void totals_section(std::string& out, const Totals& t) {
   line("peak reserved (trace)", peak_text(t.peak_reserved, t.reserved_peak_at_window_start, t.peak_certainty));
 }
 
+// The no-stack bucket says what the trace proves about where its blocks came from.
+std::string no_stack_label(const Site& s) {
+  const std::uint64_t before = s.bytes_by_provenance[static_cast<std::size_t>(Provenance::BeforeWindow)];
+  return before == s.bytes ? "[no stack recorded: allocated before recording]" : "[no stack recorded]";
+}
+
 void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top) {
   if (sites.empty()) {
     out += "  (no live allocations)\n";
@@ -112,7 +94,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
   for (std::size_t i = 0; i < sites.size() && i < top; ++i) {
     const Site& s = sites[i];
     out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
-                       s.no_stack ? std::string("[no stack recorded]") : category_name(s.category));
+                       s.no_stack ? no_stack_label(s) : category_name(s.category));
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function + (s.via_forward_frames ? " (forward line of a backward allocation, from forward_frames)" : ""),
                 "      at ", "         ");
@@ -214,6 +196,7 @@ std::string text_report(const ReportInput& in) {
     }
   }
   memory_pools_text(out, a.memory_pools);
+  budget_text_section(out, a);
   out += "\nWhere the live memory was allocated\n";
   sites_section(out, a.sites, a.options.top);
   out += "\nFree timeline\n";

@@ -208,8 +208,11 @@ try {
     const htmlPath = path.join(opt.artifacts, `${name}.html`);
     execFileSync(opt.memsnap, [snapshot, '--format', 'html', '-o', htmlPath]);
     const hasTrace = (report.timeline || []).length > 0;
+    // The memory budget chart, and the block sizes of its stack-less memory when it has some.
+    const main = (report.budget || []).find((b) => b.main);
+    const budget = main ? ['budget', ...(main.stackless_sizes.length ? ['stackless_sizes'] : [])] : [];
     await inspect(context, htmlPath, report, name,
-                  [...(hasTrace ? ['timeline', 'by_site'] : []), ...(report.totals.segments ? ['segments'] : [])]);
+                  [...budget, ...(hasTrace ? ['timeline', 'by_site'] : []), ...(report.totals.segments ? ['segments'] : [])]);
     if (report.trace.oom.length && report.top_sites.length) {
       // The optional diff and ranks sections render when the JSON has them.
       const augmented = addDiffAndRanks(report);
@@ -218,7 +221,7 @@ try {
       const extraPath = path.join(opt.artifacts, `${name}_diff_ranks.html`);
       fs.writeFileSync(extraPath, withData(html, { report: augmented, plots: data.plots }));
       await inspect(context, extraPath, augmented, `${name}_diff_ranks`,
-                    [...(hasTrace ? ['timeline', 'by_site'] : []), 'segments', 'diff', 'ranks']);
+                    [...budget, ...(hasTrace ? ['timeline', 'by_site'] : []), 'segments', 'diff', 'ranks']);
     }
   }
 } finally {

@@ -12,14 +12,12 @@
 #include "analysis/analyze.h"
 #include "analysis/totals.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
 
-std::filesystem::path corpus_dir() {
-  if (const char* env = std::getenv("MEMSNAP_CORPUS")) return env;
-  return MEMSNAP_DEFAULT_CORPUS;
-}
+using test::corpus_dir;
 
 TEST(Corpus, EveryRealSnapshotMatchesItsFacts) {
   const auto dir = corpus_dir();

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,6 +18,11 @@
 #include "base/error.h"
 
 namespace memsnap::test {
+
+std::filesystem::path corpus_dir() {
+  if (const char* env = std::getenv("MEMSNAP_CORPUS")) return env;
+  return MEMSNAP_DEFAULT_CORPUS;
+}
 
 std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in) {
   z_stream zs{};

@@ -18,6 +18,9 @@ std::string load_error(const std::vector<std::uint8_t>& bytes);
 std::vector<std::uint8_t> read_file(const std::string& path);
 std::vector<std::uint8_t> from_hex(const std::string& hex);
 
+// The real corpus (MEMSNAP_CORPUS, else ../shared/corpus/real); absent from a user's clone.
+std::filesystem::path corpus_dir();
+
 // Names of the generated single-snapshot fixtures (NAME.truth.json in MEMSNAP_FIXTURE_DIR), sorted.
 std::vector<std::string> fixture_names();
 

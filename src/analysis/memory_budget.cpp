@@ -1,0 +1,382 @@
+// The memory budget (memory_budget.h): the live set of each moment split by kind, provenance and
+// the source of the kind, with the stack-less blocks explained by size arithmetic.
+#include "analysis/memory_budget.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "analysis/plausibility.h"
+#include "base/format_bytes.h"
+
+namespace memsnap {
+namespace {
+
+constexpr std::size_t kCategoryCount = EnumNames<Category>::names.size();
+// A stack-less set is called "k copies of one set" when its sizes whose counts k divides hold at
+// least half its bytes, in at least kMinSetBlocks blocks of at least two sizes.
+constexpr std::uint64_t kCopies = 4;
+constexpr std::uint64_t kMinSetBlocks = 8;
+// Matched gradient sizes must cover this share of the gradients' bytes.
+constexpr double kMinMatchedShare = 0.9;
+constexpr std::size_t kListedSizes = 4;
+
+using SizeCounts = std::map<std::uint64_t, std::uint64_t>;  // requested size -> blocks
+
+// One item's decided kind.
+struct Decision {
+  Category kind = Category::Unknown;
+  KindSource source = KindSource::NoEvidence;
+};
+
+std::uint64_t bytes_of(const SizeCounts& counts) {
+  std::uint64_t total = 0;
+  for (const auto& [size, n] : counts) total += size * n;
+  return total;
+}
+
+std::uint64_t blocks_of(const SizeCounts& counts) {
+  std::uint64_t total = 0;
+  for (const auto& [size, n] : counts) total += n;
+  return total;
+}
+
+// "96 x 100.00 MiB, 128 x 25.00 MiB": the largest groups by bytes, then how many more.
+std::string size_groups_text(const SizeCounts& counts) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> groups(counts.begin(), counts.end());
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.first * a.second > b.first * b.second; });
+  std::string out;
+  for (std::size_t i = 0; i < groups.size() && i < kListedSizes; ++i) {
+    out += fmt::format("{}{} x {}", i ? ", " : "", groups[i].second, format_bytes(groups[i].first));
+  }
+  if (groups.size() > kListedSizes) out += fmt::format(" and {} more sizes", groups.size() - kListedSizes);
+  return out;
+}
+
+// The moment's items with the stacks' kinds decided once each.
+class KindCache {
+ public:
+  explicit KindCache(const Snapshot& s) : s_(s) {}
+  Category of(StackId stack) {
+    auto [it, inserted] = kinds_.try_emplace(stack, Category::Unknown);
+    if (inserted) it->second = categorize_stack(s_, stack);
+    return it->second;
+  }
+
+ private:
+  const Snapshot& s_;
+  std::unordered_map<StackId, Category> kinds_;
+};
+
+bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
+
+// Takes up to `n` not yet decided stack-less items of `size` as `kind`.
+void assign(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items,
+            std::uint64_t size, std::uint64_t n, Category kind) {
+  for (std::size_t k : stackless) {
+    if (n == 0) return;
+    if (items[k].requested != size || decisions[k].source != KindSource::NoEvidence) continue;
+    decisions[k] = {kind, KindSource::SizeMatch};
+    --n;
+  }
+}
+
+// Stack-less blocks matched one to one to the gradients' sizes are the parameters; two more of
+// every gradient size are optimizer moments, one more is a gradient allocated before recording
+// (the last step's, which the window frees in zero_grad).
+bool match_gradients(const SizeCounts& unexplained, const SizeCounts& gradients, std::vector<Decision>& decisions,
+                     const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items, std::vector<std::string>& evidence) {
+  const std::uint64_t gradient_bytes = bytes_of(gradients);
+  if (gradient_bytes == 0) return false;
+  SizeCounts matched, moments, second;
+  for (const auto& [size, n] : gradients) {
+    const auto it = unexplained.find(size);
+    if (it == unexplained.end()) continue;
+    matched[size] = std::min(n, it->second);
+    if (it->second >= 3 * n) moments[size] = 2 * n;
+    else if (it->second >= 2 * n) second[size] = n;
+  }
+  const auto covers = [&](const SizeCounts& part, double times) {
+    return static_cast<double>(bytes_of(part)) >= kMinMatchedShare * times * static_cast<double>(gradient_bytes);
+  };
+  const std::uint64_t matched_bytes = bytes_of(matched);
+  if (!covers(matched, 1) && static_cast<double>(matched_bytes) < kMinMatchedShare * static_cast<double>(bytes_of(unexplained))) {
+    evidence.push_back(fmt::format("the stack-less sizes do not match the gradients' ({} in {} blocks): their kind is unknown",
+                                   format_bytes(gradient_bytes), blocks_of(gradients)));
+    return false;
+  }
+  for (const auto& [size, n] : matched) assign(decisions, stackless, items, size, n, Category::Parameter);
+  evidence.push_back(fmt::format("{} stack-less blocks ({}) match the gradients' sizes one to one: the parameters", blocks_of(matched),
+                                 format_bytes(matched_bytes)));
+  if (covers(moments, 2)) {
+    for (const auto& [size, n] : moments) assign(decisions, stackless, items, size, n, Category::OptimizerState);
+    evidence.push_back(fmt::format("two more stack-less blocks of each gradient size ({} in {} blocks): optimizer moments "
+                                   "(Adam's exp_avg and exp_avg_sq)",
+                                   format_bytes(bytes_of(moments)), blocks_of(moments)));
+  } else if (covers(second, 1)) {
+    for (const auto& [size, n] : second) assign(decisions, stackless, items, size, n, Category::Gradient);
+    evidence.push_back(fmt::format("one more stack-less block of each gradient size ({} in {} blocks): gradients allocated "
+                                   "before recording (the previous step's)",
+                                   format_bytes(bytes_of(second)), blocks_of(second)));
+  }
+  return true;
+}
+
+// With nothing to compare with: sizes that occur a multiple of 4 times holding most of the bytes
+// are 4 copies of one set, the weights, their gradients and two AdamW moments.
+bool match_copies(const SizeCounts& unexplained, std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless,
+                  const std::vector<LiveItem>& items, std::vector<std::string>& evidence) {
+  SizeCounts set;  // one copy
+  for (const auto& [size, n] : unexplained) {
+    if (n % kCopies == 0) set[size] = n / kCopies;
+  }
+  const std::uint64_t copies_bytes = kCopies * bytes_of(set);
+  if (set.size() < 2 || kCopies * blocks_of(set) < kMinSetBlocks || 2 * copies_bytes < bytes_of(unexplained)) return false;
+  for (const auto& [size, n] : set) {
+    assign(decisions, stackless, items, size, n, Category::Parameter);
+    assign(decisions, stackless, items, size, n, Category::Gradient);
+    assign(decisions, stackless, items, size, 2 * n, Category::OptimizerState);
+  }
+  evidence.push_back(fmt::format("{} of the stack-less memory is {} copies of one set of {} blocks ({} each): inferred as the "
+                                 "weights, their gradients and two AdamW moments (16 bytes a parameter in fp32)",
+                                 format_bytes(copies_bytes), kCopies, blocks_of(set), format_bytes(bytes_of(set))));
+  return true;
+}
+
+// Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
+std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients, KindCache& kinds,
+                             MemoryBudget& budget) {
+  std::vector<Decision> decisions(items.size());
+  std::vector<std::size_t> stackless;
+  SizeCounts unexplained;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (has_stack(s, items[k])) {
+      decisions[k] = {kinds.of(items[k].stack), KindSource::StackRule};
+    } else {
+      stackless.push_back(k);
+      ++unexplained[items[k].requested];
+    }
+  }
+  if (stackless.empty()) return decisions;
+  for (const auto& [size, n] : unexplained) budget.stackless_sizes.push_back({size, n});
+  std::stable_sort(budget.stackless_sizes.begin(), budget.stackless_sizes.end(),
+                   [](const SizeGroup& a, const SizeGroup& b) { return a.size * a.count > b.size * b.count; });
+  std::uint64_t before = 0, no_trace = 0;
+  for (std::size_t k : stackless) {
+    before += items[k].provenance == Provenance::BeforeWindow ? items[k].bytes : 0;
+    no_trace += items[k].provenance == Provenance::NoTrace ? items[k].bytes : 0;
+  }
+  budget.evidence.push_back(fmt::format("{} stack-less blocks: {}", stackless.size(), size_groups_text(unexplained)));
+  if (before > 0) {
+    budget.evidence.push_back(fmt::format("{} of it was allocated before the recording began (no alloc in the window: proven by the trace)",
+                                          format_bytes(before)));
+  }
+  if (no_trace > 0) budget.evidence.push_back(fmt::format("{} of it is on a device without a trace: when it was allocated is unknown", format_bytes(no_trace)));
+  if (!match_gradients(unexplained, gradients, decisions, stackless, items, budget.evidence) && gradients.empty() &&
+      !match_copies(unexplained, decisions, stackless, items, budget.evidence)) {
+    budget.evidence.push_back("the stack-less sizes match no gradient set and no multiple of one set: their kind is unknown");
+  }
+  return decisions;
+}
+
+// The rows of one moment, largest first.
+void fill_rows(MemoryBudget& b, const std::vector<LiveItem>& items, const std::vector<Decision>& decisions) {
+  std::map<std::tuple<Category, Provenance, KindSource>, BudgetRow> rows;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    // A block allocated in the window keeps "in_window"; the rest is "allocated before recording"
+    // or, with no trace, of unknown provenance.
+    const Decision& d = decisions[k];
+    BudgetRow& row = rows[{d.kind, items[k].provenance, d.source}];
+    row = {d.kind, items[k].provenance, d.source, row.bytes + items[k].bytes, row.blocks + 1, 0};
+    ++b.blocks;
+  }
+  for (auto& [key, row] : rows) {
+    row.share = b.live_bytes ? 100.0 * static_cast<double>(row.bytes) / static_cast<double>(b.live_bytes) : 0;
+    b.rows.push_back(row);
+  }
+  std::stable_sort(b.rows.begin(), b.rows.end(), [](const BudgetRow& x, const BudgetRow& y) { return x.bytes > y.bytes; });
+}
+
+struct Moment {
+  MemoryBudget budget;
+  std::vector<LiveItem> items;
+};
+
+// The gradients' sizes: those live at the moment holding the most gradient bytes.
+SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds) {
+  SizeCounts best;
+  std::uint64_t best_bytes = 0;
+  for (const Moment& m : moments) {
+    SizeCounts counts;
+    for (const LiveItem& item : m.items) {
+      if (has_stack(s, item) && kinds.of(item.stack) == Category::Gradient) ++counts[item.requested];
+    }
+    if (const std::uint64_t bytes = bytes_of(counts); bytes > best_bytes) {
+      best_bytes = bytes;
+      best = std::move(counts);
+    }
+  }
+  return best;
+}
+
+std::uint64_t non_negative(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
+
+// The moments of one device: the end, then (with a trace) the peak and each OOM.
+std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, const DeviceTotals& d,
+                               std::size_t& oom_index) {
+  std::vector<Moment> out;
+  Moment& end = out.emplace_back();
+  end.budget.device = d.device;
+  end.budget.live_bytes = d.totals.allocated;
+  end.items = final_live_items(s, timelines, d.device);
+  const auto t = std::find_if(timelines.begin(), timelines.end(), [&](const DeviceTimeline& x) { return x.device == d.device; });
+  if (t == timelines.end()) return out;
+  end.budget.event_index = t->events;
+  if (t->peak_allocated && peak_certainty(*t) == PeakCertainty::InWindow) {  // not a lower bound, not too short a window
+    Moment& peak = out.emplace_back();
+    peak.budget = {d.device, BudgetMoment::Peak, 0, t->peak_index, non_negative(*t->peak_allocated), 0, {}, {}, {}};
+    peak.items = t->live_at_peak;
+  }
+  for (std::size_t i = 0; i < t->live_at_oom.size() && i < t->oom_events.size(); ++i) {
+    Moment& oom = out.emplace_back();
+    const std::size_t at = t->oom_events[i];
+    oom.budget = {d.device, BudgetMoment::Oom, oom_index++, at, non_negative(t->curve[at]), 0, {}, {}, {}};
+    oom.items = live_items(*t, t->live_at_oom[i]);
+  }
+  return out;
+}
+
+std::string capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+bool about(std::uint64_t value, std::uint64_t target) {
+  const double v = static_cast<double>(value), t = static_cast<double>(target);
+  return t > 0 && v >= 0.98 * t && v <= 1.02 * t;
+}
+
+// " (16 bytes a parameter)" when gradients equal the parameters and the optimizer state is twice
+// them: fp32 weights, gradients and two AdamW moments.
+std::string per_parameter_note(const std::array<std::uint64_t, kCategoryCount>& kinds) {
+  const std::uint64_t params = kinds[static_cast<std::size_t>(Category::Parameter)];
+  const bool adam = about(kinds[static_cast<std::size_t>(Category::Gradient)], params) &&
+                    about(kinds[static_cast<std::size_t>(Category::OptimizerState)], 2 * params);
+  return adam ? " (16 bytes a parameter: fp32 weights, gradients and two AdamW moments)" : "";
+}
+
+// What the reader must know about the stack-less part: how much came from before the recording,
+// and, when most of it is of unknown kind, its sizes.
+std::string stackless_note(const MemoryBudget& b) {
+  std::uint64_t before = 0, unknown = 0;
+  for (const BudgetRow& row : b.rows) {
+    before += row.provenance == Provenance::BeforeWindow ? row.bytes : 0;
+    unknown += row.kind == Category::Unknown && row.source == KindSource::NoEvidence ? row.bytes : 0;
+  }
+  const auto percent = [&](std::uint64_t x) { return 100.0 * static_cast<double>(x) / static_cast<double>(b.live_bytes); };
+  std::string out;
+  if (before > 0 && b.live_bytes > 0) out += fmt::format("; {:.0f}% was allocated before recording", percent(before));
+  if (2 * unknown >= b.live_bytes && b.live_bytes > 0) {
+    SizeCounts sizes;
+    for (const SizeGroup& g : b.stackless_sizes) sizes[g.size] = g.count;
+    out += fmt::format("; {:.0f}% has no stack and matches no known set ({})", percent(unknown), size_groups_text(sizes));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, const TotalsReport& totals) {
+  std::vector<MemoryBudget> out;
+  KindCache kinds(s);
+  // OOMs are numbered as Measures::ooms: in timeline order.
+  std::map<std::int64_t, std::size_t> first_oom;
+  std::size_t n = 0;
+  for (const DeviceTimeline& t : timelines) {
+    first_oom[t.device] = n;
+    n += t.live_at_oom.size();
+  }
+  for (const DeviceTotals& d : totals.devices) {
+    std::size_t oom_index = first_oom.count(d.device) ? first_oom[d.device] : 0;
+    std::vector<Moment> moments = moments_of(s, timelines, d, oom_index);
+    const SizeCounts gradients = gradient_sizes(s, moments, kinds);
+    for (Moment& m : moments) {
+      const std::vector<Decision> decisions = decide(s, m.items, gradients, kinds, m.budget);
+      fill_rows(m.budget, m.items, decisions);
+      out.push_back(std::move(m.budget));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> budget_violations(const std::vector<MemoryBudget>& budgets) {
+  std::vector<std::string> out;
+  for (const MemoryBudget& b : budgets) {
+    std::uint64_t sum = 0;
+    bool absurd = b.live_bytes > kMaxPlausibleBytes;  // named by implausible_values already
+    for (const BudgetRow& row : b.rows) {
+      sum += row.bytes;
+      absurd |= row.bytes > kMaxPlausibleBytes;
+    }
+    if (!absurd && sum != b.live_bytes) {
+      out.push_back(fmt::format("device {}: the memory budget {} adds up to {} B but {} B are live", b.device, moment_text(b), sum,
+                                b.live_bytes));
+    }
+  }
+  return out;
+}
+
+std::array<std::uint64_t, EnumNames<Category>::names.size()> bytes_by_kind(const MemoryBudget& b) {
+  std::array<std::uint64_t, kCategoryCount> out{};
+  for (const BudgetRow& row : b.rows) out[static_cast<std::size_t>(row.kind)] += row.bytes;
+  return out;
+}
+
+std::string kind_text(Category kind) {
+  std::string out(name_of(kind));
+  std::replace(out.begin(), out.end(), '_', ' ');
+  return out;
+}
+
+std::string moment_text(const MemoryBudget& b) {
+  switch (b.moment) {
+    case BudgetMoment::End: return "at the end";
+    case BudgetMoment::Peak: return "at the peak";
+    case BudgetMoment::Oom: return fmt::format("before OOM {}", b.oom + 1);
+  }
+  return "";
+}
+
+const MemoryBudget* main_budget(const std::vector<MemoryBudget>& budgets) {
+  const MemoryBudget* best = nullptr;
+  auto rank = [](const MemoryBudget& b) { return b.moment == BudgetMoment::Oom ? 2 : b.moment == BudgetMoment::Peak ? 1 : 0; };
+  for (const MemoryBudget& b : budgets) {
+    if (b.live_bytes == 0) continue;
+    if (!best || rank(b) > rank(*best) || (rank(b) == rank(*best) && b.moment != BudgetMoment::Oom && b.live_bytes > best->live_bytes)) {
+      best = &b;
+    }
+  }
+  return best;
+}
+
+std::string budget_sentence(const MemoryBudget& b) {
+  const auto kinds = bytes_by_kind(b);
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] > 0) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return kinds[x] > kinds[y]; });
+  std::string parts;
+  for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
+    parts += fmt::format("{}{} {}", i ? ", " : "", kind_text(static_cast<Category>(order[i])), format_bytes(kinds[order[i]]));
+  }
+  std::uint64_t rest = 0;
+  for (std::size_t i = 5; i < order.size(); ++i) rest += kinds[order[i]];
+  if (rest > 0) parts += fmt::format(", other {}", format_bytes(rest));
+  return fmt::format("{} {} is live on device {}: {}{}{}.", capitalized(moment_text(b)), format_bytes(b.live_bytes), b.device, parts,
+                     per_parameter_note(kinds), stackless_note(b));
+}
+
+}  // namespace memsnap

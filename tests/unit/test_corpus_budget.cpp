@@ -1,0 +1,43 @@
+// The memory budget's invariant on every real snapshot in ../shared/corpus/real: at the end, at
+// the peak and before each OOM its rows add up exactly to the live bytes, which at the end are the
+// device's allocated bytes. Skipped when the corpus is not there, as in a user's clone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "analysis/analyze.h"
+#include "analysis/memory_budget.h"
+#include "model/load.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+using test::corpus_dir;
+
+TEST(CorpusBudget, EveryRealSnapshotsBudgetAddsUpToLiveMemory) {
+  if (!std::filesystem::exists(corpus_dir())) GTEST_SKIP() << "real corpus not found at " << corpus_dir() << "; set MEMSNAP_CORPUS to run";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus_dir())) {
+    const std::string name = entry.path().filename().string();
+    if (name == "facts.json" || name.ends_with(".md")) continue;
+    SCOPED_TRACE(name);
+    const Analysis a = analyze(load_snapshot(entry.path().string()));
+    EXPECT_TRUE(budget_violations(a.budgets).empty()) << testing::PrintToString(budget_violations(a.budgets));
+    std::uint64_t end_bytes = 0;
+    for (const MemoryBudget& b : a.budgets) {
+      std::uint64_t sum = 0;
+      for (const BudgetRow& row : b.rows) sum += row.bytes;
+      EXPECT_EQ(sum, b.live_bytes) << "device " << b.device << " " << moment_text(b);
+      if (b.moment == BudgetMoment::End) end_bytes += b.live_bytes;
+    }
+    EXPECT_EQ(end_bytes, a.totals.overall.allocated);  // facts.json's total_allocated_bytes (test_corpus.cpp)
+    ++checked;
+  }
+  EXPECT_EQ(checked, 54);
+}
+
+}  // namespace
+}  // namespace memsnap

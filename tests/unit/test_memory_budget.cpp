@@ -1,0 +1,150 @@
+// The memory budget (analysis/memory_budget.h) on the generator's budget scenarios: every
+// inference rule with exact bytes, its negatives, and provenance instead of free stacks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "analysis/analyze.h"
+#include "analysis/memory_budget.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+constexpr std::uint64_t MiB = 1024 * 1024;
+
+Analysis analyze_fixture(const std::string& name) {
+  const auto loaded = load_snapshot(std::string(MEMSNAP_FIXTURE_DIR) + "/" + name + ".pickle");
+  return analyze(loaded);
+}
+
+const MemoryBudget& budget_at(const Analysis& a, BudgetMoment moment) {
+  const auto it = std::find_if(a.budgets.begin(), a.budgets.end(), [&](const MemoryBudget& b) { return b.moment == moment; });
+  if (it == a.budgets.end()) throw std::runtime_error("no budget at " + std::string(name_of(moment)));
+  return *it;
+}
+
+// The row of (kind, provenance, source), or a zero row.
+BudgetRow row_of(const MemoryBudget& b, Category kind, Provenance provenance, KindSource source) {
+  for (const BudgetRow& row : b.rows) {
+    if (row.kind == kind && row.provenance == provenance && row.source == source) return row;
+  }
+  return {};
+}
+
+std::uint64_t rows_sum(const MemoryBudget& b) {
+  return std::accumulate(b.rows.begin(), b.rows.end(), std::uint64_t{0}, [](std::uint64_t s, const BudgetRow& r) { return s + r.bytes; });
+}
+
+bool has_evidence(const MemoryBudget& b, const std::string& text) {
+  return std::any_of(b.evidence.begin(), b.evidence.end(), [&](const std::string& e) { return e.find(text) != std::string::npos; });
+}
+
+// The Trainer's 2-block MLP (d 512, hidden 2048, 100 classes): 16 fp32 parameters, block bytes
+// rounded up to 512.
+std::uint64_t mlp_parameter_bytes() {
+  const std::uint64_t d = 512, hidden = 2048, classes = 100;
+  std::vector<std::uint64_t> numels = {d * d, d};
+  for (int i = 0; i < 2; ++i) numels.insert(numels.end(), {d, d, hidden * d, hidden, d * hidden, d});
+  numels.insert(numels.end(), {classes * d, classes});
+  std::uint64_t total = 0;
+  for (std::uint64_t n : numels) total += (n * 4 + 511) / 512 * 512;
+  return total;
+}
+
+TEST(MemoryBudget, ParametersAllocatedBeforeRecordingMatchTheGradientsOneToOne) {
+  const Analysis a = analyze_fixture("budget_params_before_recording");
+  const MemoryBudget& end = budget_at(a, BudgetMoment::End);
+  const std::uint64_t params = mlp_parameter_bytes();
+  EXPECT_EQ(params, 18061824u);
+  const BudgetRow p = row_of(end, Category::Parameter, Provenance::BeforeWindow, KindSource::SizeMatch);
+  EXPECT_EQ(p.bytes, params);
+  EXPECT_EQ(p.blocks, 16u);
+  EXPECT_EQ(row_of(end, Category::Gradient, Provenance::InWindow, KindSource::StackRule).bytes, params);
+  EXPECT_EQ(row_of(end, Category::OptimizerState, Provenance::InWindow, KindSource::StackRule).bytes, 2 * params);
+  EXPECT_EQ(rows_sum(end), end.live_bytes);
+  EXPECT_EQ(end.live_bytes, a.totals.overall.allocated);
+  EXPECT_TRUE(has_evidence(end, "16 stack-less blocks (17.22 MiB) match the gradients' sizes one to one: the parameters"))
+      << testing::PrintToString(end.evidence);
+  EXPECT_TRUE(has_evidence(end, "allocated before the recording began"));
+  // The site table says where the stack-less bytes came from.
+  const auto no_stack = std::find_if(a.sites.begin(), a.sites.end(), [](const Site& s) { return s.no_stack; });
+  ASSERT_NE(no_stack, a.sites.end());
+  EXPECT_EQ(no_stack->bytes_by_provenance[static_cast<std::size_t>(Provenance::BeforeWindow)], params);
+  EXPECT_TRUE(a.invariant_violations.empty()) << testing::PrintToString(a.invariant_violations);
+}
+
+TEST(MemoryBudget, FourCopiesOfOneSetWithoutATraceAreWeightsGradientsAndTwoMoments) {
+  const Analysis a = analyze_fixture("budget_no_trace_adamw");
+  ASSERT_EQ(a.budgets.size(), 1u);  // no trace: the end only
+  const MemoryBudget& end = a.budgets[0];
+  // The allocator rounds one of the 7 MiB requests up to the whole 8 MiB left of its segment, so
+  // 277 MiB requested are 278 MiB of blocks.
+  EXPECT_EQ(end.live_bytes, a.totals.overall.allocated);
+  EXPECT_EQ(end.live_bytes, 278 * MiB);
+  EXPECT_EQ(row_of(end, Category::Parameter, Provenance::NoTrace, KindSource::SizeMatch).bytes, 64 * MiB);
+  EXPECT_EQ(row_of(end, Category::Parameter, Provenance::NoTrace, KindSource::SizeMatch).blocks, 28u);
+  EXPECT_EQ(row_of(end, Category::Gradient, Provenance::NoTrace, KindSource::SizeMatch).bytes, 64 * MiB);
+  EXPECT_EQ(row_of(end, Category::OptimizerState, Provenance::NoTrace, KindSource::SizeMatch).bytes, 128 * MiB);
+  EXPECT_EQ(row_of(end, Category::OptimizerState, Provenance::NoTrace, KindSource::SizeMatch).blocks, 56u);
+  const BudgetRow rest = row_of(end, Category::Unknown, Provenance::NoTrace, KindSource::NoEvidence);
+  EXPECT_EQ(rest.bytes, 22 * MiB);
+  EXPECT_EQ(rest.blocks, 3u);
+  EXPECT_TRUE(has_evidence(end, "115 stack-less blocks: 48 x 4.00 MiB, 64 x 1.00 MiB, 3 x 7.00 MiB"))
+      << testing::PrintToString(end.evidence);
+  EXPECT_TRUE(has_evidence(end, "256.00 MiB of the stack-less memory is 4 copies of one set of 28 blocks (64.00 MiB each)"));
+  EXPECT_EQ(a.headline,
+            "At the end 278.00 MiB is live on device 0: optimizer state 128.00 MiB, parameter 64.00 MiB, gradient 64.00 MiB, "
+            "unknown 22.00 MiB (16 bytes a parameter: fp32 weights, gradients and two AdamW moments).");
+}
+
+TEST(MemoryBudget, StacklessSizesThatMatchNothingAreUnknownAndSaidSo) {
+  const Analysis a = analyze_fixture("budget_unknown_stackless");
+  ASSERT_EQ(a.budgets.size(), 1u);
+  const MemoryBudget& end = a.budgets[0];
+  ASSERT_EQ(end.rows.size(), 1u);
+  EXPECT_EQ(end.rows[0].kind, Category::Unknown);
+  EXPECT_EQ(end.rows[0].source, KindSource::NoEvidence);
+  EXPECT_EQ(end.rows[0].bytes, 30 * MiB);
+  EXPECT_EQ(end.rows[0].blocks, 6u);
+  EXPECT_TRUE(has_evidence(end, "the stack-less sizes match no gradient set and no multiple of one set: their kind is unknown"));
+  EXPECT_EQ(a.headline, "At the end 30.00 MiB is live on device 0: unknown 30.00 MiB; 100% has no stack and matches no known set "
+                        "(3 x 5.00 MiB, 1 x 9.00 MiB, 2 x 3.00 MiB).");
+}
+
+TEST(MemoryBudget, WeightsBeforeRecordingWithNoGradientsAreOfUnknownKind) {
+  const Analysis a = analyze_fixture("budget_inference_before_recording");
+  const MemoryBudget& end = budget_at(a, BudgetMoment::End);
+  const BudgetRow before = row_of(end, Category::Unknown, Provenance::BeforeWindow, KindSource::NoEvidence);
+  EXPECT_EQ(before.bytes, mlp_parameter_bytes());
+  EXPECT_EQ(before.blocks, 16u);
+  EXPECT_EQ(row_of(end, Category::Parameter, Provenance::BeforeWindow, KindSource::SizeMatch).bytes, 0u);
+  EXPECT_TRUE(has_evidence(end, "their kind is unknown"));
+  EXPECT_EQ(rows_sum(budget_at(a, BudgetMoment::Peak)), budget_at(a, BudgetMoment::Peak).live_bytes);
+}
+
+// A block allocated before the window and freed in it is never attributed by its free stack
+// (zero_grad's line read as optimizer state): it has no stack and says it came from before.
+TEST(MemoryBudget, BlocksFreedInTheWindowKeepNoFreeStack) {
+  const auto loaded = load_snapshot(std::string(MEMSNAP_FIXTURE_DIR) + "/truncated_trace.pickle");
+  const Analysis a = analyze(loaded);
+  std::size_t freed_before = 0;
+  for (const DeviceTimeline& t : a.timelines) {
+    std::vector<std::size_t> all(t.lifetimes.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    const std::vector<LiveItem> items = live_items(t, all);
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      const Lifetime& l = t.lifetimes[k];
+      if (l.alloc != kBeforeWindow || l.free == kStillLive) continue;
+      ++freed_before;
+      EXPECT_EQ(items[k].stack, kNoStack);
+      EXPECT_EQ(items[k].provenance, Provenance::BeforeWindow);
+    }
+  }
+  EXPECT_GT(freed_before, 0u);
+  for (const MemoryBudget& b : a.budgets) EXPECT_EQ(rows_sum(b), b.live_bytes) << name_of(b.moment);
+}
+
+}  // namespace
+}  // namespace memsnap
