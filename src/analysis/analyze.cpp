@@ -74,6 +74,7 @@ Measures measure(const Snapshot& s, const Replay& r) {
       ++k;
     }
   }
+  m.phases = find_all_phases(s, r.timelines);
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));
   return m;

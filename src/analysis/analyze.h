@@ -10,6 +10,7 @@
 #include "analysis/diagnosis.h"
 #include "analysis/finding.h"
 #include "analysis/fragmentation.h"
+#include "analysis/phases.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
@@ -46,6 +47,7 @@ struct Measures {
   std::vector<PoolStreamFree> pools;
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
   std::vector<std::string> invariant_violations;
+  std::vector<DevicePhases> phases;  // per timeline, in timeline order (phases.h)
 };
 
 // What the diagnosis reads.

@@ -3,6 +3,7 @@
 #include "report/text_report.h"
 
 #include "report/comparison_report.h"
+#include "report/phases_report.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -200,6 +201,10 @@ std::string text_report(const ReportInput& in) {
   sites_section(out, a.sites, a.options.top);
   out += "\nFree timeline\n";
   timeline_section(out, a);
+  if (const auto lines = phase_text_lines(a); !lines.empty()) {
+    out += "\nPhases\n";
+    for (const auto& l : lines) out += wrap(l, "  ", l.starts_with("  ") ? "      " : "    ");
+  }
   out += "\nDiagnosis\n";
   diagnosis_section(out, a);
   out += "\nNext steps\n";
