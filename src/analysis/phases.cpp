@@ -62,7 +62,10 @@ Labels label_events(const Snapshot& s, const DeviceTimeline& t) {
     const TraceEvent& e = events[k];
     if (!labelled_action(e.action) || e.stack == kNoStack || e.stack >= memo.size()) continue;
     if (memo[e.stack] == kUnlabelled) memo[e.stack] = static_cast<std::uint8_t>(phase_of_stack(s, e.stack));
-    if (memo[e.stack] != static_cast<std::uint8_t>(Phase::Other)) l.phase[k] = memo[e.stack];
+    // A free's frames may be its allocation's (PyTorch records those when it has no context of the
+    // free), so a free names only zero_grad, which never allocates.
+    const bool usable = e.action == Action::Alloc || memo[e.stack] == static_cast<std::uint8_t>(Phase::ZeroGrad);
+    if (usable && memo[e.stack] != static_cast<std::uint8_t>(Phase::Other)) l.phase[k] = memo[e.stack];
   }
   // Annotated regions override the stacks: START and END of one name, in order.
   std::map<std::string_view, std::size_t> open;

@@ -133,3 +133,26 @@ TEST(Phases, NoLookAtNativeFrames) {
 
 }  // namespace
 }  // namespace memsnap
+
+namespace memsnap {
+namespace {
+
+TEST(Phases, BackwardWithoutFramesFromTheOrderOfFrees) {
+  const Analyzed x = analyzed("sawtooth_no_backward_frames");
+  ASSERT_EQ(x.analysis.phases.size(), 1u);
+  const DevicePhases& d = x.analysis.phases.front();
+  EXPECT_FALSE(d.backward_from_frames);
+  EXPECT_TRUE(d.backward_from_free_order);
+  EXPECT_EQ(d.iterations, 3u);
+  // The same program with backward frames: activation_pressure finds exactly the same activations.
+  const Analyzed framed = analyzed(x.expect.at("same_activations_as").get<std::string>());
+  const Pattern* here = pattern(x.analysis, PatternId::ActivationPressure);
+  const Pattern* there = pattern(framed.analysis, PatternId::ActivationPressure);
+  ASSERT_NE(here, nullptr);
+  ASSERT_NE(there, nullptr);
+  EXPECT_EQ(here->saving_bytes, there->saving_bytes);
+  for (PatternId id : kWorkload) EXPECT_EQ(pattern(x.analysis, id), nullptr) << id;
+}
+
+}  // namespace
+}  // namespace memsnap
