@@ -35,6 +35,7 @@ struct PeakContext {
   std::uint64_t peak = 0;
   std::size_t span = 0;     // the peak's span
   std::vector<std::uint8_t> phase_memo;  // by stack: Phase + 1 (0: not known yet)
+  bool training_elsewhere = false;       // another device shows a backward or an optimizer step
 
   Phase stack_phase(StackId stack) {
     if (stack == kNoStack || stack >= phase_memo.size()) return Phase::Other;
@@ -135,6 +136,8 @@ std::optional<Pattern> stale_gradients(PeakContext& c) {
 
 std::optional<Pattern> activations_without_backward(PeakContext& c) {
   if (c.d.peak->phase != Phase::Evaluation || c.d.has(Phase::Backward) || c.d.has(Phase::OptimizerStep)) return std::nullopt;
+  // A pass cut short by an OOM, or one device of a run that trains on another, may yet run a backward.
+  if (!c.t.oom_events.empty() || c.training_elsewhere) return std::nullopt;
   const PhaseSpan& sp = c.d.spans[c.span];
   // Forward allocations of the pass live at the peak, by site; a site that repeats (once per
   // layer) holds tensors kept for a backward, not one layer's working set.
@@ -265,7 +268,8 @@ std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
     const DevicePhases& d = a.phases[i];
     if (t.device != a.peak_device || !d.peak || !t.peak_allocated || *t.peak_allocated <= 0) continue;
     PeakContext c{s, t, d, s.events_of(t.device), t.peak_index, static_cast<std::uint64_t>(*t.peak_allocated), d.peak->span,
-                  std::vector<std::uint8_t>(s.stack_count(), 0)};
+                  std::vector<std::uint8_t>(s.stack_count(), 0), false};
+    for (const DevicePhases& other : a.phases) c.training_elsewhere |= other.has(Phase::Backward) || other.has(Phase::OptimizerStep);
     for (auto detect : {stale_gradients, activations_without_backward, forward_tensors_after_backward, optimizer_step_temporaries,
                         attention_scores}) {
       if (auto p = detect(c)) out.push_back(std::move(*p));
