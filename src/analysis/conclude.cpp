@@ -183,6 +183,12 @@ std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
                    sentence("if memory grows over steps, dump a second snapshot many steps later at the same point of the step (right "
                             "after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)")});
   }
+  if (out.empty()) {  // nothing found and no stack to name: what would make the memory attributable
+    out.push_back({NextStepKind::CaptureHistory, {}, {},
+                   sentence("no finding to act on and no live memory with a stack: call "
+                            "torch.cuda.memory._record_memory_history(max_entries=100000) before the model is created, so its "
+                            "parameters and buffers get stacks too (`memsnap capture`)")});
+  }
   return out;
 }
 

@@ -201,6 +201,18 @@ std::optional<Pattern> forward_tensors_after_backward(PeakContext& c) {
 
 // --------------------------------------------------- optimizer step temporaries at the peak
 
+// The innermost Python frame of the stack is user or third-party code (not torch's).
+bool innermost_python_outside_torch(const Snapshot& s, StackId stack) {
+  if (stack == kNoStack) return false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const FrameKind kind = frame_kind(s.frames[frames[i]].facts);
+    if (kind == FrameKind::Native || kind == FrameKind::Generated) continue;
+    return kind == FrameKind::User || kind == FrameKind::ThirdParty;
+  }
+  return false;
+}
+
 std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
   if (c.d.peak->phase != Phase::OptimizerStep) return std::nullopt;
   const PhaseSpan& sp = c.d.spans[c.span];
@@ -208,6 +220,9 @@ std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
   for (const Lifetime& l : c.t.lifetimes) {
     if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
     if (l.free == kStillLive || l.free >= sp.end) continue;
+    // torch.optim's own foreach / fused kernels already update in place as far as they can: only
+    // a hand-written update (user or third-party code) is to change.
+    if (c.stack_phase(l.stack) != Phase::OptimizerStep || !innermost_python_outside_torch(c.s, l.stack)) continue;
     temps.add(c.s, l);
   }
   if (!c.significant(temps.bytes)) return std::nullopt;
