@@ -78,6 +78,7 @@ Measures measure(const Snapshot& s, const Replay& r) {
     }
   }
   m.budgets = memory_budgets(s, r.timelines, m.totals);
+  m.phases = find_all_phases(s, r.timelines);
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));
   for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));

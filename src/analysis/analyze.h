@@ -13,6 +13,7 @@
 #include "analysis/host_memory.h"
 #include "analysis/memory_pools.h"
 #include "analysis/memory_budget.h"
+#include "analysis/phases.h"
 #include "analysis/steps.h"
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
@@ -52,6 +53,7 @@ struct Measures {
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
   std::vector<MemoryBudget> budgets;  // per device: the end, the peak, each OOM (memory_budget.h)
   std::vector<std::string> invariant_violations;
+  std::vector<DevicePhases> phases;  // per timeline, in timeline order (phases.h)
 };
 
 // What the diagnosis reads.

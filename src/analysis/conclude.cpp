@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "analysis/patterns.h"
 #include "base/checked.h"
 #include "base/format_bytes.h"
 
@@ -36,7 +37,8 @@ std::string largest_site_headline(const Analysis& a) {
                        unattributed->blocks);
   }
   const Site& top = *attributed;
-  const bool optimizer = top.category == Category::OptimizerState && a.diagnosis.optimizer_spike;
+  const bool optimizer = top.category == Category::OptimizerState && a.diagnosis.optimizer_spike &&
+                         a.diagnosis.optimizer_spike->first_step_in_window;
   return fmt::format("{:.0f}% of live memory ({} of {}) is {}: {}{}{}.", top.percent, format_bytes(top.bytes),
                      format_bytes(t.allocated), category_name(top.category), site_phrase(top),
                      optimizer ? ": optimizer state from the first optimizer.step(), expected retention, not a leak" : "", no_stack_note);
@@ -47,7 +49,7 @@ std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
   if (!b) return largest_site_headline(a);
   const std::string sentence = budget_sentence(*b);
-  if (!a.diagnosis.optimizer_spike) return sentence;
+  if (!a.diagnosis.optimizer_spike || !a.diagnosis.optimizer_spike->first_step_in_window) return sentence;
   return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
 }
 
@@ -70,21 +72,108 @@ std::string headline(const Analysis& a) {
   return budget_headline(a);
 }
 
-std::vector<NextStep> next_steps(const Analysis& a) {
-  std::vector<NextStep> out;
-  for (const auto& p : a.patterns) {
-    for (const auto& f : p.fix) out.push_back(fix_step(p.id, f));
+// The run's peak (the highest of the devices'), or live memory when no trace shows one.
+std::uint64_t run_peak(const Analysis& a) {
+  std::int64_t peak = 0;
+  for (const DeviceTimeline& t : a.timelines) {
+    if (t.peak_allocated && peak_certainty(t) != PeakCertainty::TooShort) peak = std::max(peak, *t.peak_allocated);
   }
+  return peak > 0 ? static_cast<std::uint64_t>(peak) : a.totals.overall.allocated;
+}
+
+// The trace shows an optimizer step: a phase, steps marked by it, or optimizer state found.
+bool optimizer_step_seen(const Analysis& a) {
+  for (const DevicePhases& d : a.phases) {
+    if (d.has(Phase::OptimizerStep)) return true;
+  }
+  for (const DeviceSteps& d : a.diagnosis.steps) {
+    if (d.source == StepSource::OptimizerStep || d.source == StepSource::OptimizerTrace) return true;
+  }
+  return a.diagnosis.optimizer_spike.has_value();
+}
+
+// Patterns whose saving is peak memory (the others save reserved or cached bytes).
+bool saves_peak(PatternId id) {
+  switch (id) {
+    case PatternId::Fragmentation:
+    case PatternId::Capacity:
+    case PatternId::CachedMemory:
+    case PatternId::PendingFrees:
+    case PatternId::NonPytorchMemory:
+    case PatternId::OptimizerStateSpike: return false;
+    default: return true;
+  }
+}
+
+// A fix fits the workload: sharding only when model state dominates the peak.
+bool fix_fits(const Snapshot& s, const Analysis& a, const Fix& f, std::uint64_t peak) {
+  if (f.id == FixId::ShardState) return model_state(s).total() * 2 >= peak;
+  if (f.id == FixId::Checkpointing) {  // only a training run keeps activations for a backward
+    const bool known = std::any_of(a.phases.begin(), a.phases.end(), [](const DevicePhases& d) { return !d.spans.empty(); });
+    const bool backward = std::any_of(a.phases.begin(), a.phases.end(), [](const DevicePhases& d) { return d.has(Phase::Backward); });
+    return a.diagnosis.activation.has_value() || backward || !known;
+  }
+  return true;
+}
+
+// Leaks and OOM verdicts lead; then the patterns by the peak bytes they would save.
+std::uint64_t rank_key(const Pattern& p, std::uint64_t peak) {
+  if (is_leak_pattern(p.id) || ((p.id == PatternId::Capacity || p.id == PatternId::Fragmentation) && p.verdict == Verdict::Problem)) {
+    return UINT64_MAX;
+  }
+  return p.saving_bytes && saves_peak(p.id) ? std::min(*p.saving_bytes, peak) : 0;
+}
+
+std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::uint64_t peak) {
+  std::vector<const Pattern*> order;
+  for (const Pattern& p : a.patterns) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [&](const Pattern* x, const Pattern* y) { return rank_key(*x, peak) > rank_key(*y, peak); });
+  std::vector<NextStep> out;
+  for (const Pattern* p : order) {
+    bool first = true;
+    for (const auto& f : p->fix) {
+      if (!fix_fits(s, a, f, peak)) continue;
+      NextStep step = fix_step(p->id, f);
+      if (first && p->saving_bytes && saves_peak(p->id) && peak > 0) {
+        step.saving_bytes = std::min(*p->saving_bytes, peak);
+        step.peak_bytes = peak;
+      }
+      first = false;
+      out.push_back(std::move(step));
+    }
+  }
+  return out;
+}
+
+// "look at" a site by the user's line: a C++ or ??:0 site is named by the Python frame that called it.
+std::optional<NextStep> look_at_step(const Site& site) {
+  if (site.no_stack) return std::nullopt;
+  std::string where = site_phrase(site);
+  if (site.kind == FrameKind::Native) {
+    if (site.call_path.size() < 2) return std::nullopt;
+    const std::string& caller = site.call_path[1];  // "file:line:function"
+    const auto colon = caller.rfind(':');
+    where = caller.substr(0, colon) + " (" + caller.substr(colon + 1) + ", calling " + site_phrase(site) + ")";
+  }
+  return NextStep{NextStepKind::LookAtSite, {}, {},
+                  sentence("look at {}: it holds {} live in {} blocks ({})", where, Bytes(site.bytes), site.blocks, category_name(site.category)),
+                  {}, 0};
+}
+
+std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
+  const std::uint64_t peak = run_peak(a);
+  std::vector<NextStep> out = pattern_steps(s, a, peak);
   std::size_t named = 0;
   for (const Site& site : a.sites) {
-    if (site.no_stack || named == 3) continue;
-    out.push_back({NextStepKind::LookAtSite, {}, {},
-                   sentence("look at {}: it holds {} live in {} blocks ({})", site_phrase(site), Bytes(site.bytes), site.blocks,
-                            category_name(site.category))});
-    ++named;
+    if (named == 3) break;
+    if (auto step = look_at_step(site)) {
+      out.push_back(std::move(*step));
+      ++named;
+    }
   }
   const Pattern* leak = find_pattern(a.patterns, PatternId::RetainedAutogradGraph);
   if (!leak) leak = find_pattern(a.patterns, PatternId::GrowingContainer);
+  const bool optimizer = optimizer_step_seen(a);
   if (a.trace.analyzed == 0) {
     out.push_back({NextStepKind::CaptureHistory, {}, {},
                    sentence("capture again with torch.cuda.memory._record_memory_history(max_entries=100000) enabled before the run, so "
@@ -92,15 +181,23 @@ std::vector<NextStep> next_steps(const Analysis& a) {
   } else if (leak) {
     const bool container = leak->id == PatternId::GrowingContainer;
     out.push_back({NextStepKind::ConfirmLeakWithDiff, {}, {},
-                   sentence("to confirm the {} with a diff: dump a snapshot at a fixed point of a step (e.g. right after "
-                            "optimizer.step()) now and again at the same point 20 or more steps later, then run memsnap "
-                            "EARLY --diff LATER; {} should grow in both bytes and blocks (`memsnap capture --diff`)",
+                   sentence("to confirm the {} with a diff: dump a snapshot at a fixed point of {} now and again at the same point 20 "
+                            "or more {} later, then run memsnap EARLY --diff LATER; {} should grow in both bytes and blocks (`memsnap "
+                            "capture --diff`)",
                             container ? "leak" : "retained graph",
+                            optimizer ? std::string("a step (e.g. right after optimizer.step())") : std::string("an iteration"),
+                            optimizer ? "steps" : "iterations",
                             container && !leak->sites.empty() ? leak->sites.front() : std::string("the activation sites above"))});
-  } else if (a.ooms.empty()) {
+  } else if (a.ooms.empty() && optimizer) {
     out.push_back({NextStepKind::DiffIfGrowing, {}, {},
                    sentence("if memory grows over steps, dump a second snapshot many steps later at the same point of the step (right "
                             "after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)")});
+  }
+  if (out.empty()) {  // nothing found and no stack to name: what would make the memory attributable
+    out.push_back({NextStepKind::CaptureHistory, {}, {},
+                   sentence("no finding to act on and no live memory with a stack: call "
+                            "torch.cuda.memory._record_memory_history(max_entries=100000) before the model is created, so its "
+                            "parameters and buffers get stacks too (`memsnap capture`)")});
   }
   return out;
 }
@@ -173,7 +270,7 @@ void settle_categories(const std::vector<Pattern>& patterns, std::vector<Site>& 
   }
 }
 
-Conclusions conclude(const Snapshot& s, const Analysis& a) { return {headline(a), next_steps(a), uncertainties(s, a)}; }
+Conclusions conclude(const Snapshot& s, const Analysis& a) { return {headline(a), next_steps(s, a), uncertainties(s, a)}; }
 
 void conclude_diff(const DiffReport& d, Analysis& a) {
   a.headline = diff_headline(d);

@@ -57,6 +57,10 @@ struct OptimizerSpike {
   std::uint64_t later_bytes = 0;       // allocated by later steps (flat: <= 5%)
   std::size_t optimizer_steps = 0;     // seen in the window
   bool first_step_in_window = false;
+  // Optimizer memory allocated before the window and freed by an optimizer.step() in it: the state
+  // is re-allocated every step (a custom optimizer), not created by a first step.
+  std::uint64_t replaced_bytes = 0;
+  bool reallocated = false;
   bool oom = false;                    // an OOM inside optimizer.step()
   std::int64_t live_before = 0, live_after = 0;  // around the first step
   double percent_of_live = 0;

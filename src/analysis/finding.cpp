@@ -101,6 +101,21 @@ constexpr std::array kFixes = {
             "move layers from the stage on device {} to the lighter stages (or split the microbatches finer) so the stages' peaks even out"},
     FixText{FixId::MoveWorkOffDevice, PatternId::DeviceImbalance,
             "move part of what device {} holds (the sites above) to the lighter devices, or give it a smaller share of the batch"},
+    FixText{FixId::ZeroGradBeforeForward, PatternId::StaleGradients,
+            "call optimizer.zero_grad(set_to_none=True) at the top of the step, before the forward pass, not between forward and "
+            "backward: last step's gradients ({}) are then freed before the activations are allocated"},
+    FixText{FixId::InferenceMode, PatternId::ActivationsWithoutBackward,
+            "run the forward under `with torch.inference_mode():` (or torch.no_grad()) when no backward follows: autograd then saves "
+            "none of the {} of activations"},
+    FixText{FixId::DropForwardRefs, PatternId::ForwardTensorsAfterBackward,
+            "drop the references to the forward's tensors once backward has run ({} live at the peak, most at {}): `del outputs, "
+            "loss`, log loss.item() or tensor.detach().cpu(), and do not keep outputs across steps"},
+    FixText{FixId::ForeachOrFused, PatternId::OptimizerStepTemporaries,
+            "use the optimizer's fused=True (or foreach=True) implementation, or in-place updates (p.mul_, exp_avg.lerp_, "
+            "p.addcdiv_) instead of out-of-place temporaries: {} of them are live at the peak"},
+    FixText{FixId::FusedAttention, PatternId::AttentionScores,
+            "use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels) instead of "
+            "materializing the scores at {}: {} of scores and softmax outputs need not exist"},
     FixText{FixId::FromReport, PatternId::Fragmentation, "{}"},
 };
 
@@ -141,11 +156,12 @@ std::string Sentence::text() const { return render(format, args); }
 std::string Fix::text() const { return render(kFixes[static_cast<std::size_t>(id)].text, args); }
 
 std::string NextStep::text() const {
-  if (kind == NextStepKind::Fix && fix && pattern) return fmt::format("[{}] {}", name_of(*pattern), fix->text());
-  return sentence.text();
+  std::string out = kind == NextStepKind::Fix && fix && pattern ? fmt::format("[{}] {}", name_of(*pattern), fix->text()) : sentence.text();
+  if (saving_bytes && peak_bytes) out += fmt::format(" (saves about {} of the {} peak)", format_bytes(*saving_bytes), format_bytes(peak_bytes));
+  return out;
 }
 
-NextStep fix_step(PatternId pattern, const Fix& f) { return NextStep{NextStepKind::Fix, pattern, f, {}}; }
+NextStep fix_step(PatternId pattern, const Fix& f) { return NextStep{NextStepKind::Fix, pattern, f, {}, {}, 0}; }
 
 Sentence verbatim(std::string text) { return Sentence{"{}", {Arg(std::move(text))}}; }
 

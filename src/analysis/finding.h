@@ -31,13 +31,19 @@ enum class PatternId {
   ReferenceCycles,
   ReplicatedGradients,
   DeviceImbalance,
+  StaleGradients,              // the workload patterns (patterns_workload.cpp)
+  ActivationsWithoutBackward,
+  ForwardTensorsAfterBackward,
+  OptimizerStepTemporaries,
+  AttentionScores,
 };
 template <>
 struct EnumNames<PatternId> {
-  static constexpr std::array<std::string_view, 12> names = {
+  static constexpr std::array<std::string_view, 17> names = {
       "fragmentation",           "capacity",          "cached_memory",         "pending_frees",
       "non_pytorch_memory",      "retained_autograd_graph", "growing_container", "optimizer_state_spike",
-      "activation_pressure",     "reference_cycles",  "replicated_gradients", "device_imbalance"};
+      "activation_pressure",     "reference_cycles",  "replicated_gradients",  "device_imbalance", "stale_gradients",
+      "activations_without_backward", "forward_tensors_after_backward", "optimizer_step_temporaries", "attention_scores"};
 };
 inline bool is_leak_pattern(PatternId id) { return id == PatternId::RetainedAutogradGraph || id == PatternId::GrowingContainer; }
 
@@ -114,6 +120,7 @@ enum class FixId {
   WarnTensorCycles, BreakCycle, GcCollect,                                     // reference_cycles
   ShardReplicated, ZeroOneSaving,                                              // replicated_gradients
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
+  ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention,  // workload patterns
   FromReport,                                                                  // a fix read back from a JSON report
 };
 
@@ -159,6 +166,9 @@ struct NextStep {
   std::optional<PatternId> pattern;  // with kind Fix
   std::optional<Fix> fix;            // with kind Fix (absent when read back from a report)
   Sentence sentence;                 // the other kinds, and fixes read back from a report
+  // What acting on it would save of the peak, and that peak (the text says "saves about X of the Y peak").
+  std::optional<std::uint64_t> saving_bytes;
+  std::uint64_t peak_bytes = 0;
   std::string text() const;
   bool operator==(const NextStep&) const = default;
 };

@@ -95,7 +95,11 @@ void diagnose_lifetimes(const Snapshot& s, const Measured& a, const DeviceTimeli
   CategoryMemo category(s);
   if (r.steps.found()) r.cycles = reference_cycles(t, r.steps, sites);
   r.spike = optimizer_spike(s, t, t.lifetimes, sites, a);
-  if (t.device == a.peak_device) r.activation = activation_pressure(s, t, t.lifetimes, r.steps, category);
+  const DevicePhases* phases = nullptr;
+  for (const DevicePhases& d : a.phases) {
+    if (d.device == t.device) phases = &d;
+  }
+  if (t.device == a.peak_device) r.activation = activation_pressure(s, t, t.lifetimes, r.steps, category, phases);
 }
 
 }  // namespace
@@ -147,6 +151,7 @@ Diagnosis diagnose(const Snapshot& s, const Measured& a) {
   d.patterns = std::move(leaks);
   if (d.optimizer_spike) d.patterns.push_back(optimizer_pattern(*d.optimizer_spike));
   if (d.activation) d.patterns.push_back(activation_pattern(*d.activation, capacity_oom));
+  for (auto& p : workload_patterns(s, a)) d.patterns.push_back(std::move(p));
   for (auto& p : others) d.patterns.push_back(std::move(p));
   const ModelState m = model_state(s);
   if (m.ddp_frames && !m.sharded_frames && m.total() >= kMinModelState && m.total() * 100 >= m.live * kModelStateSharePercent) {

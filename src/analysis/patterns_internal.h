@@ -78,12 +78,16 @@ std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTim
                                               SiteIndex& sites, const Measured& a);
 Pattern optimizer_pattern(const OptimizerSpike& o);
 std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
-                                                      const Steps& st, CategoryMemo& category);
+                                                      const Steps& st, CategoryMemo& category, const DevicePhases* phases);
 Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom);
 
 // State: reference_cycles (patterns_state.cpp, with model_state and replicated_gradients_pattern).
 std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, const Steps& st,
                                                 SiteIndex& sites);
 Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t devices);
+
+// Workload: stale_gradients, activations_without_backward, forward_tensors_after_backward,
+// optimizer_step_temporaries, attention_scores, from the phases at the peak (patterns_workload.cpp).
+std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a);
 
 }  // namespace memsnap::patterns_detail

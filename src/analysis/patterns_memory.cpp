@@ -23,6 +23,7 @@ std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTim
   std::uint64_t before = 0;
   std::map<std::size_t, std::uint64_t> by_site;
   for (const Lifetime& l : lifetimes) {
+    if (l.alloc == kBeforeWindow && l.free != kStillLive && l.free_stack != kNoStack && is_opt(l.free_stack)) o.replaced_bytes += l.size;
     if (l.free != kStillLive || l.stack == kNoStack || !is_opt(l.stack)) continue;
     o.bytes += l.size;
     ++o.blocks;
@@ -37,13 +38,14 @@ std::optional<OptimizerSpike> optimizer_spike(const Snapshot& s, const DeviceTim
   std::size_t annotated = 0;
   for (const StepMark& m : t.steps) annotated += m.stage == "START" && m.name.rfind("Optimizer.step#", 0) == 0;
   o.optimizer_steps = std::max(runs.size(), annotated);
-  o.first_step_in_window = before == 0 && o.first_step_bytes > 0;
+  o.reallocated = o.first_step_bytes > 0 && o.replaced_bytes * 2 >= o.first_step_bytes;
+  o.first_step_in_window = before == 0 && o.first_step_bytes > 0 && !o.reallocated;
   const auto end_live = static_cast<std::uint64_t>(std::max<std::int64_t>(t.end_live, 0));
   o.percent_of_live = pct(double(o.bytes), double(end_live));
   if (!o.oom) {
     if (o.bytes < kMiB || (o.bytes * 100 < end_live * kOptimizerSharePercent && o.bytes < kGiB)) return std::nullopt;
     if (o.later_bytes * 100 > o.bytes * kLaterSharePercent) return std::nullopt;
-    if (!o.first_step_in_window && o.optimizer_steps < 2) return std::nullopt;
+    if (!o.first_step_in_window && !o.reallocated && o.optimizer_steps < 2) return std::nullopt;
   }
   if (!runs.empty()) {
     // After the step: past the run's last allocation and the frees of its temporaries.
@@ -69,7 +71,7 @@ Pattern optimizer_pattern(const OptimizerSpike& o) {
   Pattern p;
   p.id = PatternId::OptimizerStateSpike;
   p.verdict = Verdict::Expected;
-  p.confidence = o.first_step_in_window || o.oom ? Confidence::High : Confidence::Medium;
+  p.confidence = o.first_step_in_window || o.reallocated || o.oom ? Confidence::High : Confidence::Medium;
   const std::string where = o.site.empty() ? "" : " at " + o.site;
   if (o.oom) {
     p.summary = sentence("The OOM happened inside optimizer.step() while it allocated optimizer state ({} live in {} blocks{}): "
@@ -79,6 +81,11 @@ Pattern optimizer_pattern(const OptimizerSpike& o) {
     p.summary = sentence("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) was allocated by the first "
                          "optimizer.step() and stays flat afterwards: expected retention, not a leak",
                          Bytes(o.bytes), o.percent_of_live, o.blocks, where);
+  } else if (o.reallocated) {
+    p.summary = sentence("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) is re-allocated by every optimizer.step(): the "
+                         "step frees the previous state ({}, allocated before the window) as it allocates the new one, so it is "
+                         "steady, not a first-step spike; expected retention, not a leak",
+                         Bytes(o.bytes), o.percent_of_live, o.blocks, where, Bytes(o.replaced_bytes));
   } else {
     p.summary = sentence("{} of optimizer state ({:.0f}% of live memory, {} blocks{}) predates the trace window and stays flat "
                          "over its {} optimizer steps: expected retention, not a leak",
@@ -88,6 +95,11 @@ Pattern optimizer_pattern(const OptimizerSpike& o) {
     p.evidence.push_back(sentence("the first optimizer.step() in the window allocated {} under torch/optim that stays live; live "
                                   "memory went from {} to {} across it",
                                   Bytes(o.first_step_bytes), Bytes(o.live_before), Bytes(o.live_after)));
+  }
+  if (o.reallocated) {
+    p.evidence.push_back(sentence("the optimizer.step() in the window freed {} of optimizer memory allocated before the window and "
+                                  "allocated {} that stays live; live memory went from {} to {} across it",
+                                  Bytes(o.replaced_bytes), Bytes(o.first_step_bytes), Bytes(o.live_before), Bytes(o.live_after)));
   }
   p.evidence.push_back(sentence("{} optimizer.step() calls in the window; the later ones added {} of lasting state",
                                 o.optimizer_steps, Bytes(o.later_bytes)));
@@ -150,10 +162,19 @@ std::int64_t median_step_us(const Steps& st, const TraceEvents& events) {
   return d[d.size() / 2];
 }
 
+// The first event of a backward span (from stacks or the order of frees) holding or following
+// the state after `p` events: backward allocations without frames still end the forward.
+std::size_t first_backward_after(const DevicePhases& d, std::size_t p) {
+  for (const PhaseSpan& sp : d.spans) {
+    if (sp.phase == Phase::Backward && sp.end >= p) return std::max(sp.first, p);
+  }
+  return SIZE_MAX;
+}
+
 }  // namespace
 
 std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const DeviceTimeline& t, const Lifetimes& lifetimes,
-                                                      const Steps& st, CategoryMemo& category) {
+                                                      const Steps& st, CategoryMemo& category, const DevicePhases* phases) {
   if (!t.peak_allocated || *t.peak_allocated <= 0) return std::nullopt;
   const auto& events = s.events_of(t.device);
   const std::size_t p = t.peak_index;
@@ -173,6 +194,7 @@ std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const D
       break;
     }
   }
+  if (backward == SIZE_MAX && phases) backward = first_backward_after(*phases, p);
   if (backward == SIZE_MAX) return std::nullopt;  // no backward after the peak: not a training sawtooth
   ActivationPressure a;
   a.device = t.device;

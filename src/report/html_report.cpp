@@ -2,6 +2,7 @@
 // the analysis' replay (DeviceTimeline) and layouts, put into the template that
 // cmake/embed_assets.cmake generates from src/report/html and the chart library.
 #include "report/html_report.h"
+#include "report/phase_bands.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -307,6 +308,9 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
   j["reserved_peak"] = std::move(rpeak);
   j["steps"] = step_markers(t, events, timed, t0, o.max_steps);
   j["steps_total"] = t.steps.size();
+  for (const DevicePhases& d : a.phases) {
+    if (d.device == t.device) j["phases"] = phase_bands_json(d, [&](std::size_t k) { return marker(k, events, timed, t0); });
+  }
   j["ooms"] = std::move(ooms);
   j["stack"] = stacked_sites(t, events, allocated, sites, o, timed, t0);
   return j;

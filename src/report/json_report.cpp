@@ -9,6 +9,7 @@
 #include "base/limits.h"
 #include "analysis/patterns.h"
 #include "report/comparison_report.h"
+#include "report/phases_report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -263,6 +264,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
                      {"time_us_at_boundaries", d.time_us}});
   }
   j["steps"] = steps;
+  j["phases"] = phases_json(a);
   set_findings_json(j, a);  // the headline keeps its place at the top
   j["invariants"] = {{"ok", a.invariant_violations.empty()}, {"violations", a.invariant_violations}};
   j["tolerated"] = {{"unknown_keys", listed_unknowns(s.unknown_keys)}, {"unknown_actions", listed_unknowns(s.unknown_actions)}};

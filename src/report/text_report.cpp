@@ -8,6 +8,7 @@
 #include "report/budget_report.h"
 #include "report/comparison_report.h"
 #include "report/text_wrap.h"
+#include "report/phases_report.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -202,6 +203,10 @@ std::string text_report(const ReportInput& in) {
   out += "\nFree timeline\n";
   timeline_section(out, a);
   host_memory_text(out, a.host, a.options.top);
+  if (const auto lines = phase_text_lines(a); !lines.empty()) {
+    out += "\nPhases\n";
+    for (const auto& l : lines) out += wrap(l, "  ", l.starts_with("  ") ? "      " : "    ");
+  }
   out += "\nDiagnosis\n";
   diagnosis_section(out, a);
   out += "\nNext steps\n";

@@ -247,10 +247,26 @@
     }
   }
 
+  // Phases (forward, backward, optimizer step, zero_grad, evaluation) as shaded bands along the
+  // bottom of the timeline, one colour a phase; the band holding the peak is outlined.
+  var PHASE_COLORS = { forward: 'rgba(66,133,244,0.13)', backward: 'rgba(234,134,38,0.15)', optimizer_step: 'rgba(52,168,83,0.16)',
+                       zero_grad: 'rgba(120,120,120,0.16)', evaluation: 'rgba(142,84,196,0.12)' };
+  function phaseBands(d, deviceCount) {
+    return (d.phases || []).map(function (b) {
+      var label = (deviceCount > 1 ? deviceName(d.device) + ': ' : '') + b.label + (b.iteration ? ', iteration ' + b.iteration : '') +
+        (b.peak ? ' (the peak)' : '');
+      return [{ xAxis: xOf(b.from), name: label,
+                itemStyle: { color: PHASE_COLORS[b.phase] || 'rgba(0,0,0,0.05)', borderColor: b.peak ? '#c8372d' : undefined,
+                             borderWidth: b.peak ? 1 : 0 }, label: { show: false } },
+              { xAxis: xOf(b.to) }];
+    });
+  }
+
   function renderTimeline() {
     var s = section('timeline', 'Memory over time',
       'Allocated: live requested bytes after each trace event (alloc \u2192 free_completed), reconstructed backwards from the ' +
-      'final state. Reserved: the segments PyTorch held. Shaded bands are profiler steps and dotted lines other ' +
+      'final state. Reserved: the segments PyTorch held. Shaded bands are profiler steps, coloured bands the phases (forward ' +
+      'blue, backward orange, optimizer step green, zero_grad grey, evaluation purple; the peak\'s outlined), and dotted lines other ' +
       'external_annotations; the peak and OOM events are marked. Drag the slider or scroll to zoom.');
     var devices = plots ? plots.devices : [];
     if (!devices.length) {
@@ -312,7 +328,8 @@
                   { xAxis: xOf(b[1]) }];
         }) } });
       series.push({ name: name + 'reserved', type: 'line', step: 'end', data: zip(x, d.timeline.reserved), showSymbol: false,
-        color: color, lineStyle: { width: 1.3, type: 'dashed', opacity: 0.75 }, z: 2 });
+        color: color, lineStyle: { width: 1.3, type: 'dashed', opacity: 0.75 }, z: 2,
+        markArea: { silent: false, animation: false, data: phaseBands(d, devices.length), tooltip: { formatter: function (p) { return escapeHtml(p.name); } } } });
     });
     makeChart('timeline', s, {
       legend: { top: 0 },

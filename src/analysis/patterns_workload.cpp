@@ -1,0 +1,296 @@
+// The workload-aware patterns, read from the phases (phases.h) at the peak: stale gradients kept
+// through the forward (zero_grad after it), saved activations with no backward, forward tensors
+// still live after their backward finished, out-of-place temporaries of the optimizer step at the
+// peak, and attention scores dominating the peak. Each estimates the peak bytes it would save.
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/patterns_internal.h"
+
+namespace memsnap::patterns_detail {
+namespace {
+
+// A finding needs at least this much of the peak, and this share of it.
+constexpr std::uint64_t kMinWorkloadBytes = 64 * kMiB;
+constexpr std::size_t kMinWorkloadPercent = 5;
+// Saved activations with no backward: bytes and share of the peak, and how often a site repeats
+// (once per layer) for its tensors to count as saved for a backward.
+constexpr std::uint64_t kMinSavedBytes = 256 * kMiB;
+constexpr std::size_t kMinSavedPercent = 20;
+constexpr std::size_t kMinRepeats = 3;
+constexpr std::size_t kMinSavedSites = 3;
+// Attention scores.
+constexpr std::uint64_t kMinScoresBytes = 128 * kMiB;
+constexpr std::size_t kMinScoresPercent = 20;
+
+struct PeakContext {
+  const Snapshot& s;
+  const DeviceTimeline& t;
+  const DevicePhases& d;
+  const TraceEvents& events;
+  std::size_t p = 0;        // the peak is the state after p events
+  std::uint64_t peak = 0;
+  std::size_t span = 0;     // the peak's span
+  std::vector<std::uint8_t> phase_memo;  // by stack: Phase + 1 (0: not known yet)
+  bool training_elsewhere = false;       // another device shows a backward or an optimizer step
+
+  Phase stack_phase(StackId stack) {
+    if (stack == kNoStack || stack >= phase_memo.size()) return Phase::Other;
+    if (phase_memo[stack] == 0) phase_memo[stack] = static_cast<std::uint8_t>(phase_of_stack(s, stack)) + 1;
+    return static_cast<Phase>(phase_memo[stack] - 1);
+  }
+  // The span holding event k, or SIZE_MAX.
+  std::size_t span_of(std::size_t k) const {
+    const auto it = std::upper_bound(d.spans.begin(), d.spans.end(), k, [](std::size_t x, const PhaseSpan& sp) { return x < sp.first; });
+    if (it == d.spans.begin()) return SIZE_MAX;
+    const std::size_t i = static_cast<std::size_t>(it - d.spans.begin()) - 1;
+    return k < d.spans[i].end ? i : SIZE_MAX;
+  }
+  bool significant(std::uint64_t bytes, std::uint64_t min_bytes = kMinWorkloadBytes, std::size_t percent = kMinWorkloadPercent) const {
+    return bytes >= min_bytes && bytes * 100 >= peak * percent;
+  }
+  std::string where() const { return peak_place_text(d); }
+};
+
+// Sums of lifetimes by allocation site, largest first.
+struct SiteBytes {
+  std::map<std::string, std::uint64_t> by_site;
+  std::uint64_t bytes = 0, blocks = 0;
+  void add(const Snapshot& s, const Lifetime& l) {
+    bytes += l.size;
+    ++blocks;
+    const std::string site = l.stack == kNoStack ? std::string("[no stack recorded]") : site_label(s, l.stack);
+    by_site[site.empty() ? std::string("[no stack recorded]") : site] += l.size;
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> largest() const {
+    std::vector<std::pair<std::string, std::uint64_t>> v(by_site.begin(), by_site.end());
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    return v;
+  }
+  std::string top() const {
+    for (const auto& [site, bytes] : largest()) {
+      if (site != "[no stack recorded]") return site;
+    }
+    return "";
+  }
+};
+
+void add_site_evidence(Pattern& p, const SiteBytes& sb, std::string_view what) {
+  const auto sites = sb.largest();
+  for (std::size_t i = 0; i < sites.size() && i < 3; ++i) {
+    p.evidence.push_back(sentence("{} allocated at {}: {}", std::string(what), sites[i].first, Bytes(sites[i].second)));
+    if (sites[i].first != "[no stack recorded]") p.sites.push_back(sites[i].first);
+  }
+}
+
+Pattern workload_pattern(PatternId id, Verdict verdict, const PeakContext& c, std::uint64_t saving) {
+  Pattern p;
+  p.id = id;
+  p.verdict = verdict;
+  p.confidence = c.d.backward_from_free_order || c.d.iterations < 2 ? Confidence::Medium : Confidence::High;
+  p.saving_bytes = saving;
+  return p;
+}
+
+// --------------------------------------------------- stale gradients through the forward
+
+std::optional<Pattern> stale_gradients(PeakContext& c) {
+  if (c.d.peak->phase != Phase::Forward) return std::nullopt;
+  // The backward that follows the peak's forward, and a zero_grad between them.
+  std::size_t backward = c.d.spans.size();
+  for (std::size_t i = c.span + 1; i < c.d.spans.size(); ++i) {
+    if (c.d.spans[i].phase == Phase::Backward) {
+      backward = i;
+      break;
+    }
+  }
+  const std::size_t until = backward < c.d.spans.size() ? c.d.spans[backward].first : c.events.size();
+  SiteBytes stale;
+  std::size_t zero_grad_event = SIZE_MAX;
+  for (const Lifetime& l : c.t.lifetimes) {
+    if (!l.live_at(c.p) || l.free == kStillLive || l.free < c.p || l.free >= until) continue;
+    const std::size_t sp = c.span_of(l.free);
+    const bool by_zero_grad = (sp != SIZE_MAX && c.d.spans[sp].phase == Phase::ZeroGrad) ||
+                              c.stack_phase(l.free_stack) == Phase::ZeroGrad || c.stack_phase(c.events[l.free].stack) == Phase::ZeroGrad;
+    if (!by_zero_grad) continue;
+    stale.add(c.s, l);
+    zero_grad_event = std::min<std::size_t>(zero_grad_event, l.free);
+  }
+  if (!c.significant(stale.bytes)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::StaleGradients, Verdict::Problem, c, stale.bytes);
+  p.summary = sentence("Last step's gradients stay live through the forward pass: {} ({:.0f}% of the {} peak) is freed by "
+                       "optimizer.zero_grad() only after the forward, so it adds to the activations at the peak",
+                       Bytes(stale.bytes), pct(double(stale.bytes), double(c.peak)), Bytes(c.peak));
+  p.evidence.push_back(sentence("the peak is in {}; {} blocks ({}) live then are freed by zero_grad at event {}, after the peak and "
+                                "before the backward pass",
+                                c.where(), stale.blocks, Bytes(stale.bytes), zero_grad_event));
+  add_site_evidence(p, stale, "gradients");
+  p.fix.push_back(fix(FixId::ZeroGradBeforeForward, Bytes(stale.bytes)));
+  return p;
+}
+
+// --------------------------------------------------- saved activations with no backward
+
+std::optional<Pattern> activations_without_backward(PeakContext& c) {
+  if (c.d.peak->phase != Phase::Evaluation || c.d.has(Phase::Backward) || c.d.has(Phase::OptimizerStep)) return std::nullopt;
+  // A pass cut short by an OOM, or one device of a run that trains on another, may yet run a backward.
+  if (!c.t.oom_events.empty() || c.training_elsewhere) return std::nullopt;
+  const PhaseSpan& sp = c.d.spans[c.span];
+  // Forward allocations of the pass live at the peak, by site; a site that repeats (once per
+  // layer) holds tensors kept for a backward, not one layer's working set.
+  std::unordered_map<std::string, std::vector<const Lifetime*>> by_site;
+  for (const Lifetime& l : c.t.lifetimes) {
+    if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
+    if (c.stack_phase(l.stack) != Phase::Forward) continue;
+    by_site[site_label(c.s, l.stack)].push_back(&l);
+  }
+  SiteBytes saved;
+  std::size_t sites = 0;
+  for (const auto& [site, ls] : by_site) {
+    if (ls.size() < kMinRepeats) continue;
+    ++sites;
+    for (const Lifetime* l : ls) saved.add(c.s, *l);
+  }
+  if (sites < kMinSavedSites || !c.significant(saved.bytes, kMinSavedBytes, kMinSavedPercent)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::ActivationsWithoutBackward, Verdict::Problem, c, saved.bytes);
+  p.summary = sentence("Activations are kept for a backward pass that never runs: {} ({:.0f}% of the {} peak) of forward tensors "
+                       "from {} sites, each repeated layer after layer, is live at the peak with no backward or optimizer step in "
+                       "the trace; under torch.inference_mode() autograd keeps none of it",
+                       Bytes(saved.bytes), pct(double(saved.bytes), double(c.peak)), Bytes(c.peak), sites);
+  p.evidence.push_back(sentence("the peak is in {}; {} forward tensors ({}) allocated in that pass are still live then", c.where(),
+                                saved.blocks, Bytes(saved.bytes)));
+  p.evidence.push_back(sentence("no allocation or free in the window carries a backward or torch/optim frame, and the order of "
+                                "frees shows no backward pass either"));
+  add_site_evidence(p, saved, "saved tensors");
+  p.fix.push_back(fix(FixId::InferenceMode, Bytes(saved.bytes)));
+  return p;
+}
+
+// --------------------------------------------------- forward tensors alive after backward
+
+std::optional<Pattern> forward_tensors_after_backward(PeakContext& c) {
+  if (!c.d.has(Phase::Backward)) return std::nullopt;
+  // Spans before the peak's whose backward finished before the peak's span.
+  std::vector<bool> done(c.d.spans.size(), false);
+  bool backward_after = false;
+  for (std::size_t i = c.span; i-- > 0;) {
+    if (c.d.spans[i].phase == Phase::Backward) backward_after = true;
+    if (c.d.spans[i].phase == Phase::Forward && backward_after) done[i] = true;
+  }
+  SiteBytes kept;
+  for (const Lifetime& l : c.t.lifetimes) {
+    if (l.alloc == kBeforeWindow || l.alloc >= c.p || !l.live_at(c.p)) continue;
+    const std::size_t sp = c.span_of(l.alloc);
+    if (sp == SIZE_MAX || !done[sp] || c.stack_phase(l.stack) != Phase::Forward) continue;
+    kept.add(c.s, l);
+  }
+  if (!c.significant(kept.bytes)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::ForwardTensorsAfterBackward, Verdict::Problem, c, kept.bytes);
+  p.summary = sentence("Forward tensors outlive their backward pass: {} ({:.0f}% of the {} peak) allocated in an earlier forward is "
+                       "still live at the peak, held by outputs, a loss or logging rather than by autograd",
+                       Bytes(kept.bytes), pct(double(kept.bytes), double(c.peak)), Bytes(c.peak));
+  p.evidence.push_back(sentence("the peak is in {}; {} blocks ({}) from a forward pass whose backward had finished are live then",
+                                c.where(), kept.blocks, Bytes(kept.bytes)));
+  add_site_evidence(p, kept, "tensors");
+  p.fix.push_back(fix(FixId::DropForwardRefs, Bytes(kept.bytes), kept.top().empty() ? std::string("the sites above") : kept.top()));
+  return p;
+}
+
+// --------------------------------------------------- optimizer step temporaries at the peak
+
+// The innermost Python frame of the stack is user or third-party code (not torch's).
+bool innermost_python_outside_torch(const Snapshot& s, StackId stack) {
+  if (stack == kNoStack) return false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const FrameKind kind = frame_kind(s.frames[frames[i]].facts);
+    if (kind == FrameKind::Native || kind == FrameKind::Generated) continue;
+    return kind == FrameKind::User || kind == FrameKind::ThirdParty;
+  }
+  return false;
+}
+
+std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
+  if (c.d.peak->phase != Phase::OptimizerStep) return std::nullopt;
+  const PhaseSpan& sp = c.d.spans[c.span];
+  SiteBytes temps;
+  for (const Lifetime& l : c.t.lifetimes) {
+    if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
+    if (l.free == kStillLive || l.free >= sp.end) continue;
+    // torch.optim's own foreach / fused kernels already update in place as far as they can: only
+    // a hand-written update (user or third-party code) is to change.
+    if (c.stack_phase(l.stack) != Phase::OptimizerStep || !innermost_python_outside_torch(c.s, l.stack)) continue;
+    temps.add(c.s, l);
+  }
+  if (!c.significant(temps.bytes)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::OptimizerStepTemporaries, Verdict::Problem, c, temps.bytes);
+  p.summary = sentence("The peak is inside optimizer.step(): {} ({:.0f}% of the {} peak) of temporaries allocated and freed within "
+                       "the step are live at the peak (out-of-place updates)",
+                       Bytes(temps.bytes), pct(double(temps.bytes), double(c.peak)), Bytes(c.peak));
+  p.evidence.push_back(sentence("the peak is in {}; {} temporaries ({}) of that step are live then and freed before it ends",
+                                c.where(), temps.blocks, Bytes(temps.bytes)));
+  add_site_evidence(p, temps, "temporaries");
+  p.fix.push_back(fix(FixId::ForeachOrFused, Bytes(temps.bytes)));
+  return p;
+}
+
+// --------------------------------------------------- attention scores dominating the peak
+
+bool attention_name(std::string_view name) {
+  std::string n(name);
+  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return n.find("softmax") != std::string::npos || n.find("attention") != std::string::npos || n.find("attn") != std::string::npos;
+}
+
+// The stack's chosen (user) frame is in a function named like attention or softmax.
+bool attention_stack(const Snapshot& s, StackId stack) {
+  const SiteChoice choice = choose_site(s, stack);
+  if (!choice.found || (choice.kind != FrameKind::User && choice.kind != FrameKind::ThirdParty)) return false;
+  return attention_name(s.str(s.frames[choice.frame].name));
+}
+
+std::optional<Pattern> attention_scores(PeakContext& c) {
+  std::unordered_map<StackId, bool> memo;
+  SiteBytes scores;
+  for (const Lifetime& l : c.t.lifetimes) {
+    const StackId stack = allocating_stack(l);
+    if (stack == kNoStack || !l.live_at(c.p)) continue;
+    auto it = memo.find(stack);
+    if (it == memo.end()) it = memo.emplace(stack, attention_stack(c.s, stack)).first;
+    if (it->second) scores.add(c.s, l);
+  }
+  if (!c.significant(scores.bytes, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, scores.bytes);
+  p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
+                       "that materializes the B*H*T^2 score matrices",
+                       Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
+  p.evidence.push_back(sentence("at the peak ({}): {} blocks ({}) allocated in functions named like attention or softmax",
+                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks, Bytes(scores.bytes)));
+  add_site_evidence(p, scores, "scores");
+  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(scores.bytes)));
+  return p;
+}
+
+}  // namespace
+
+std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
+  std::vector<Pattern> out;
+  for (std::size_t i = 0; i < a.timelines.size() && i < a.phases.size(); ++i) {
+    const DeviceTimeline& t = a.timelines[i];
+    const DevicePhases& d = a.phases[i];
+    if (t.device != a.peak_device || !d.peak || !t.peak_allocated || *t.peak_allocated <= 0) continue;
+    PeakContext c{s, t, d, s.events_of(t.device), t.peak_index, static_cast<std::uint64_t>(*t.peak_allocated), d.peak->span,
+                  std::vector<std::uint8_t>(s.stack_count(), 0), false};
+    for (const DevicePhases& other : a.phases) c.training_elsewhere |= other.has(Phase::Backward) || other.has(Phase::OptimizerStep);
+    for (auto detect : {stale_gradients, activations_without_backward, forward_tensors_after_backward, optimizer_step_temporaries,
+                        attention_scores}) {
+      if (auto p = detect(c)) out.push_back(std::move(*p));
+    }
+  }
+  return out;
+}
+
+}  // namespace memsnap::patterns_detail

@@ -1,0 +1,312 @@
+// Phases of a device's trace (phases.h): each event labelled from annotations or its stack, runs
+// of labels turned into spans, backward passes without frames inferred from the order of frees,
+// and the peak placed in its span.
+#include "analysis/phases.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <map>
+#include <string>
+
+#include "model/frame_facts.h"
+
+namespace memsnap {
+namespace {
+
+constexpr std::uint8_t kUnlabelled = 0xff;
+// A gap between forward events that frees this many forward allocations, last-in first-out, is a
+// backward pass without frames.
+constexpr std::size_t kMinBackwardFrees = 8;
+constexpr std::size_t kMinBackwardAllocs = 2;  // and a quarter of the frees: a backward allocates gradients,
+                                                // dropping a graph allocates nothing
+constexpr double kLifoShare = 0.6;
+constexpr std::size_t kFreedSharePercent = 50;
+// A span with fewer labelled events than this between two spans of one phase is noise.
+constexpr std::size_t kNoiseEvents = 3;
+
+bool labelled_action(Action a) { return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The phase an annotation's name names, Other when it names none.
+Phase phase_of_annotation(std::string_view name) {
+  if (name.rfind("Optimizer.step#", 0) == 0) return Phase::OptimizerStep;
+  if (name.rfind("Optimizer.zero_grad#", 0) == 0) return Phase::ZeroGrad;
+  if (name.find("dynamo_timed") != std::string_view::npos || name.rfind("ProfilerStep", 0) == 0) return Phase::Other;
+  const std::string n = lower(name);
+  if (n.find("zero_grad") != std::string::npos) return Phase::ZeroGrad;
+  if (n.find("optimizer") != std::string::npos) return Phase::OptimizerStep;
+  if (n.find("backward") != std::string::npos) return Phase::Backward;
+  if (n.find("forward") != std::string::npos) return Phase::Forward;
+  if (n.find("eval") != std::string::npos || n.find("inference") != std::string::npos || n.find("valid") != std::string::npos) {
+    return Phase::Evaluation;
+  }
+  return Phase::Other;
+}
+
+struct Labels {
+  std::vector<std::uint8_t> phase;      // per event: a Phase, or kUnlabelled
+  std::vector<bool> from_annotation;    // per event
+};
+
+Labels label_events(const Snapshot& s, const DeviceTimeline& t) {
+  const TraceEvents& events = s.events_of(t.device);
+  Labels l{std::vector<std::uint8_t>(events.size(), kUnlabelled), std::vector<bool>(events.size(), false)};
+  std::vector<std::uint8_t> memo(s.stack_count(), kUnlabelled);
+  for (std::size_t k = 0; k < events.size(); ++k) {
+    const TraceEvent& e = events[k];
+    if (!labelled_action(e.action) || e.stack == kNoStack || e.stack >= memo.size()) continue;
+    if (memo[e.stack] == kUnlabelled) memo[e.stack] = static_cast<std::uint8_t>(phase_of_stack(s, e.stack));
+    // A free's frames may be its allocation's (PyTorch records those when it has no context of the
+    // free), so a free names only zero_grad, which never allocates.
+    const bool usable = e.action == Action::Alloc || memo[e.stack] == static_cast<std::uint8_t>(Phase::ZeroGrad);
+    if (usable && memo[e.stack] != static_cast<std::uint8_t>(Phase::Other)) l.phase[k] = memo[e.stack];
+  }
+  // Annotated regions override the stacks: START and END of one name, in order.
+  std::map<std::string_view, std::size_t> open;
+  for (const StepMark& m : t.steps) {
+    const Phase p = phase_of_annotation(m.name);
+    if (p == Phase::Other) continue;
+    if (m.stage == "START") {
+      open[m.name] = m.event_index;
+    } else if (auto it = open.find(m.name); it != open.end() && m.stage == "END") {
+      for (std::size_t k = it->second; k < std::min(m.event_index, events.size()); ++k) {
+        l.phase[k] = static_cast<std::uint8_t>(p);
+        l.from_annotation[k] = true;
+      }
+      open.erase(it);
+    }
+  }
+  return l;
+}
+
+// Backward passes without frames: inside runs of forward labels, a gap of unlabelled events that
+// allocates (gradients) and frees at least half of the forward memory since the pass began, last
+// in first out, is labelled Backward (FreeOrder).
+void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Labels& l, std::vector<bool>& inferred) {
+  const TraceEvents& events = s.events_of(t.device);
+  std::vector<EventIndex> alloc_of_free(events.size(), kBeforeWindow);
+  for (const Lifetime& lt : t.lifetimes) {
+    if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events.size()) alloc_of_free[lt.free] = lt.alloc;
+  }
+  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
+  std::size_t pass_start = 0;
+  std::int64_t fwd_live = 0;       // forward allocations of this pass still live
+  std::int64_t live_at_mark = 0;   // fwd_live at the last forward event
+  std::size_t prev_mark = SIZE_MAX;  // the last forward event of the current run of forward labels
+  auto freed_forward = [&](std::size_t k) {
+    const EventIndex a = alloc_of_free[k];
+    return events[k].action == Action::FreeCompleted && a != kBeforeWindow && a >= pass_start && l.phase[a] == fwd;
+  };
+  auto gap_is_backward = [&](std::size_t from, std::size_t to) {
+    std::size_t frees = 0, allocs = 0, lifo = 0;
+    std::uint64_t freed = 0;
+    EventIndex last_alloc = kBeforeWindow;
+    for (std::size_t k = from; k < to; ++k) {
+      if (events[k].action == Action::Alloc) ++allocs;
+      if (!freed_forward(k)) continue;
+      const EventIndex a = alloc_of_free[k];
+      if (frees > 0 && a < last_alloc) ++lifo;
+      last_alloc = a;
+      ++frees;
+      freed += events[k].size;
+    }
+    return frees >= kMinBackwardFrees && allocs >= kMinBackwardAllocs && allocs * 4 >= frees && double(lifo) >= kLifoShare * double(frees - 1) &&
+           live_at_mark > 0 && freed * 100 >= static_cast<std::uint64_t>(live_at_mark) * kFreedSharePercent;
+  };
+  auto mark_backward = [&](std::size_t from, std::size_t to) {
+    for (std::size_t j = from; j < to; ++j) {
+      l.phase[j] = static_cast<std::uint8_t>(Phase::Backward);
+      inferred[j] = true;
+    }
+  };
+  for (std::size_t k = 0; k < events.size(); ++k) {
+    if (l.phase[k] != kUnlabelled && l.phase[k] != fwd) {
+      if (prev_mark != SIZE_MAX && k - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, k)) mark_backward(prev_mark + 1, k);
+      prev_mark = SIZE_MAX;
+      continue;
+    }
+    if (l.phase[k] == fwd) {
+      if (prev_mark == SIZE_MAX) {  // a forward run after another phase (or the start) begins a pass
+        pass_start = k;
+        fwd_live = 0;
+      } else if (k - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, k)) {
+        mark_backward(prev_mark + 1, k);
+        pass_start = k;
+        fwd_live = 0;
+      }
+      prev_mark = k;
+    }
+    if (events[k].action == Action::Alloc && l.phase[k] == fwd) fwd_live += static_cast<std::int64_t>(events[k].size);
+    if (freed_forward(k)) fwd_live -= static_cast<std::int64_t>(events[k].size);
+    if (l.phase[k] == fwd) live_at_mark = fwd_live;
+  }
+  // The last gap of a run: from its last forward event to the next other label or the end.
+  if (prev_mark != SIZE_MAX) {
+    std::size_t to = prev_mark + 1;
+    while (to < events.size() && l.phase[to] == kUnlabelled) ++to;
+    if (to - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, to)) mark_backward(prev_mark + 1, to);
+  }
+}
+
+std::vector<PhaseSpan> spans_of(const Labels& l, const std::vector<bool>& inferred) {
+  std::vector<PhaseSpan> spans;
+  std::vector<std::size_t> counts;  // labelled events per span
+  for (std::size_t k = 0; k < l.phase.size(); ++k) {
+    if (l.phase[k] == kUnlabelled) continue;
+    const auto p = static_cast<Phase>(l.phase[k]);
+    const PhaseSource src = l.from_annotation[k] ? PhaseSource::Annotations : inferred[k] ? PhaseSource::FreeOrder : PhaseSource::Stacks;
+    if (spans.empty() || spans.back().phase != p) {
+      if (spans.empty() && k > 0) {
+        spans.push_back({Phase::Other, PhaseSource::Stacks, 0, k});
+        counts.push_back(0);
+      }
+      if (!spans.empty()) spans.back().end = k;
+      spans.push_back({p, src, k, k + 1});
+      counts.push_back(0);
+    }
+    ++counts.back();
+  }
+  if (!spans.empty()) spans.back().end = l.phase.size();
+  // Merge A, B, A when B is only a few events.
+  std::vector<PhaseSpan> merged;
+  std::vector<std::size_t> merged_counts;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (merged.size() >= 2 && merged_counts.back() < kNoiseEvents && merged[merged.size() - 2].phase == spans[i].phase &&
+        merged.back().phase != Phase::Other) {
+      merged.pop_back();
+      merged_counts.pop_back();
+      merged.back().end = spans[i].end;
+      merged_counts.back() += counts[i];
+      continue;
+    }
+    if (!merged.empty() && merged.back().phase == spans[i].phase) {
+      merged.back().end = spans[i].end;
+      merged_counts.back() += counts[i];
+      continue;
+    }
+    merged.push_back(spans[i]);
+    merged_counts.push_back(counts[i]);
+  }
+  return merged;
+}
+
+void measure_spans(const Snapshot& s, const DeviceTimeline& t, DevicePhases& d) {
+  const TraceEvents& events = s.events_of(t.device);
+  if (t.curve.size() == 0) return;
+  std::int64_t live = t.curve[0];
+  // A pass begins at the first forward, and at a forward after a backward or an optimizer step (a
+  // loss computed after zero_grad is still the same pass).
+  std::size_t iteration = 0;
+  bool pass_done = true;
+  for (PhaseSpan& sp : d.spans) {
+    const bool pass = sp.phase == Phase::Forward || sp.phase == Phase::Evaluation;
+    if (pass && pass_done) {
+      ++iteration;
+      pass_done = false;
+    }
+    if (sp.phase == Phase::Backward || sp.phase == Phase::OptimizerStep) pass_done = true;
+    sp.iteration = iteration;
+    sp.live_start = sp.live_max = live;
+    for (std::size_t k = sp.first; k < sp.end && k < events.size(); ++k) {
+      live = add_live_delta(live, live_delta(events[k]));
+      sp.live_max = std::max(sp.live_max, live);
+    }
+    if (sp.first < events.size() && events[sp.first].has_time) sp.start_us = events[sp.first].time_us;
+    if (sp.end > 0 && sp.end - 1 < events.size() && events[sp.end - 1].has_time) sp.end_us = events[sp.end - 1].time_us;
+  }
+  d.iterations = iteration;
+}
+
+}  // namespace
+
+bool DevicePhases::has(Phase p) const {
+  return std::any_of(spans.begin(), spans.end(), [p](const PhaseSpan& s) { return s.phase == p; });
+}
+
+const PhaseSpan* DevicePhases::span_at(std::size_t index) const {
+  if (index == 0) return nullptr;
+  for (const PhaseSpan& s : spans) {
+    if (s.first <= index - 1 && index - 1 < s.end) return &s;
+  }
+  return nullptr;
+}
+
+Phase phase_of_stack(const Snapshot& s, StackId stack) {
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const Frame& f = s.frames[frames[i]];
+    if (s.str(f.name) == "zero_grad") return Phase::ZeroGrad;
+    if (f.facts & kOptimizerCode) return Phase::OptimizerStep;
+    if (f.facts & (kBackwardCall | kAutogradEngine | kBackwardNode)) return Phase::Backward;
+    if (f.facts & kForwardCall) return Phase::Forward;
+  }
+  return Phase::Other;
+}
+
+DevicePhases find_phases(const Snapshot& s, const DeviceTimeline& t) {
+  DevicePhases d;
+  d.device = t.device;
+  const TraceEvents& events = s.events_of(t.device);
+  if (events.size() == 0) return d;
+  Labels labels = label_events(s, t);
+  std::vector<bool> inferred(events.size(), false);
+  d.backward_from_frames = std::any_of(labels.phase.begin(), labels.phase.end(),
+                                       [](std::uint8_t p) { return p == static_cast<std::uint8_t>(Phase::Backward); });
+  if (!d.backward_from_frames) infer_backward_from_frees(s, t, labels, inferred);
+  d.backward_from_free_order = std::find(inferred.begin(), inferred.end(), true) != inferred.end();
+  d.spans = spans_of(labels, inferred);
+  if (!d.has(Phase::Backward)) {
+    for (PhaseSpan& sp : d.spans) {
+      if (sp.phase == Phase::Forward) sp.phase = Phase::Evaluation;
+    }
+  }
+  d.annotated = std::any_of(d.spans.begin(), d.spans.end(), [](const PhaseSpan& sp) { return sp.source == PhaseSource::Annotations; });
+  measure_spans(s, t, d);
+  if (t.peak_allocated && peak_certainty(t) == PeakCertainty::InWindow) {
+    for (std::size_t i = 0; i < d.spans.size(); ++i) {
+      const PhaseSpan& sp = d.spans[i];
+      if (t.peak_index == 0 || sp.first > t.peak_index - 1 || t.peak_index - 1 >= sp.end) continue;
+      d.peak = PeakPhase{sp.phase, i, sp.iteration};
+    }
+  }
+  return d;
+}
+
+std::vector<DevicePhases> find_all_phases(const Snapshot& s, const std::vector<DeviceTimeline>& timelines) {
+  std::vector<DevicePhases> out;
+  for (const DeviceTimeline& t : timelines) out.push_back(find_phases(s, t));
+  return out;
+}
+
+std::string phase_label(const PhaseSpan& span) {
+  static constexpr std::array<std::string_view, 6> words = {"forward pass", "backward pass", "optimizer step", "zero_grad",
+                                                            "evaluation (a forward with no backward)", "untagged stretch"};
+  std::string out(words[static_cast<std::size_t>(span.phase)]);
+  if (span.source == PhaseSource::FreeOrder) out += " (inferred from the order of frees)";
+  if (span.source == PhaseSource::Annotations) out += " (annotated)";
+  return out;
+}
+
+std::string peak_place_text(const DevicePhases& d) {
+  if (!d.peak) return "";
+  const PhaseSpan& sp = d.spans[d.peak->span];
+  std::string out = "the " + phase_label(sp);
+  if (d.iterations > 1 && sp.iteration > 0) out += fmt::format(" of iteration {} of {}", sp.iteration, d.iterations);
+  return out;
+}
+
+std::vector<std::pair<Category, std::uint64_t>> live_by_kind(const std::vector<Site>& sites) {
+  std::map<Category, std::uint64_t> by;
+  for (const Site& site : sites) by[site.no_stack ? Category::Unknown : site.category] += site.bytes;
+  std::vector<std::pair<Category, std::uint64_t>> out(by.begin(), by.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
+}  // namespace memsnap
