@@ -328,13 +328,13 @@ namespace {
 
 std::string file_name(const std::string& path) { return path.substr(path.find_last_of("/\\") == std::string::npos ? 0 : path.find_last_of("/\\") + 1); }
 
-// "activation +241.00 MiB at linear.py:15 (forward)", for the kinds that moved most.
+// "autocast_copy +241.16 MiB (most at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
 std::string kind_changes(const DiffReport& d, std::size_t most) {
   std::string out;
   for (std::size_t i = 0; i < d.kinds.size() && i < most; ++i) {
     const KindDelta& k = d.kinds[i];
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ", category_name(k.category), Bytes(k.delta, true).text());
-    if (!k.top_site.empty()) out += fmt::format(" at {} ({})", k.top_site, k.top_function);
+    if (!k.top_site.empty()) out += fmt::format(" (most at {} ({}), {})", k.top_site, k.top_function, Bytes(k.top_site_delta, true).text());
   }
   return out;
 }

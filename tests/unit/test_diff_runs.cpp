@@ -110,9 +110,12 @@ TEST(DiffRuns, RealFp32AndBf16RunsAreComparedPeakAgainstPeak) {
   ASSERT_TRUE(d.peak_before && d.peak_after);
   EXPECT_EQ(*d.peak_after - *d.peak_before, 222994432);  // 212.66 MiB
   ASSERT_FALSE(d.kinds.empty());
-  EXPECT_EQ(d.kinds.front().delta, 222994432);
+  // autocast's bf16 copies of the fp32 weights explain it (the activations shrink a little).
+  EXPECT_EQ(d.kinds.front().category, Category::AutocastCopy);
+  EXPECT_EQ(d.kinds.front().delta, 252878848);  // 241.16 MiB
   EXPECT_NE(d.kinds.front().top_site.find("linear.py:15"), std::string::npos);
   EXPECT_NE(diff_headline(d).find("bf16_128.pickle's peak is 212.66 MiB higher than"), std::string::npos) << diff_headline(d);
+  EXPECT_NE(diff_headline(d).find("autocast_copy +241.16 MiB (most at "), std::string::npos) << diff_headline(d);
 }
 
 }  // namespace

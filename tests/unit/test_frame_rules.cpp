@@ -28,6 +28,7 @@ struct FrameCase {
   FrameText frame;
   FrameKind kind;
   bool omitted = false;
+  FrameFacts facts = 0;  // facts the frame must have (the device facts decide no kind or category)
 };
 
 const std::vector<FrameCase>& frame_cases() {
@@ -97,6 +98,14 @@ const std::vector<FrameCase>& frame_cases() {
       {{"Include/internal/pycore_ceval.h", "eval_frame_inline"}, FrameKind::Native, true},
       {{"Python/ceval.c", "main_loop"}, FrameKind::Native, true},
       {{"Include/cpython/abstract.h", "vectorcall_tstate"}, FrameKind::Native, true},
+      // code that spreads one model over the devices of one process (the device_imbalance pattern)
+      {{pkg("torch/nn/parallel/data_parallel.py"), "forward"}, FrameKind::Torch, false, kDataParallel},
+      {{pkg("torch/nn/parallel/parallel_apply.py"), "_worker"}, FrameKind::Torch, false, kDataParallel},
+      {{pkg("torch/nn/parallel/replicate.py"), "replicate"}, FrameKind::Torch, false, kDataParallel},
+      {{pkg("torch/nn/parallel/scatter_gather.py"), "gather"}, FrameKind::Torch, false, kDataParallel},
+      {{pkg("torch/nn/parallel/comm.py"), "broadcast_coalesced"}, FrameKind::Torch, false, kDataParallel},
+      {{pkg("torch/distributed/pipelining/stage.py"), "forward_one_chunk"}, FrameKind::Torch, false, kPipelineStages},
+      {{pkg("torch/distributed/pipeline/sync/pipe.py"), "forward"}, FrameKind::Torch, false, kPipelineStages},
   };
   return cases;
 }
@@ -365,6 +374,7 @@ std::string frame_case_error(const FrameCase& c, std::span<const FactRule> rules
   std::string error;
   if (frame_kind(facts) != c.kind) error += std::string(" kind ") + frame_kind_name(frame_kind(facts));
   if (((facts & kOmitted) != 0) != c.omitted) error += c.omitted ? " not omitted" : " omitted";
+  if ((facts & c.facts) != c.facts) error += " lacks its device fact";
   return error;
 }
 
