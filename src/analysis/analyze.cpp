@@ -1,6 +1,7 @@
 // Runs the analysis stages over a loaded snapshot and checks the totals' invariants.
 #include "analysis/analyze.h"
 #include "analysis/patterns_devices.h"
+#include "analysis/patterns_kinds.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -92,6 +93,8 @@ Diagnosed diagnose_patterns(const Snapshot& s, const Measured& m) {
   for (auto& p : d.diagnosis.patterns) d.patterns.push_back(std::move(p));
   d.diagnosis.patterns.clear();
   if (auto p = device_imbalance(s, m)) d.patterns.push_back(std::move(*p));
+  if (auto p = autocast_weight_copies(m)) d.patterns.push_back(std::move(*p));
+  if (auto p = kv_cache(m)) d.patterns.push_back(std::move(*p));
   return d;
 }
 

@@ -146,8 +146,12 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
 }
 
 // "look at" a site by the user's line: a C++ or ??:0 site is named by the Python frame that called it.
+// A site worth a look holds at least this share of live memory (a 512 B site next to 7 GiB
+// without stacks is no lead).
+constexpr double kMinLookAtPercent = 1.0;
+
 std::optional<NextStep> look_at_step(const Site& site) {
-  if (site.no_stack) return std::nullopt;
+  if (site.no_stack || site.percent < kMinLookAtPercent) return std::nullopt;
   std::string where = site_phrase(site);
   if (site.kind == FrameKind::Native) {
     if (site.call_path.size() < 2) return std::nullopt;

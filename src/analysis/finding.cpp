@@ -116,6 +116,19 @@ constexpr std::array kFixes = {
     FixText{FixId::FusedAttention, PatternId::AttentionScores,
             "use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels) instead of "
             "materializing the scores at {}: {} of scores and softmax outputs need not exist"},
+    FixText{FixId::Bf16WeightsForInference, PatternId::AutocastWeightCopies,
+            "for inference, cast the model itself (model.to(torch.bfloat16)) and drop autocast: one bf16 set of weights replaces the fp32 "
+            "weights and their copies"},
+    FixText{FixId::AutocastNoCache, PatternId::AutocastWeightCopies,
+            "in training, torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16, cache_enabled=False) casts each weight at use "
+            "instead of caching the copies (up to {} less, at the cost of a cast per use)"},
+    FixText{FixId::LowerGpuMemoryUtilization, PatternId::KvCache,
+            "lower gpu_memory_utilization (vllm.LLM(..., gpu_memory_utilization=0.5); in verl "
+            "actor_rollout_ref.rollout.gpu_memory_utilization) when training or other models share the GPU, or free the cache between "
+            "rollouts"},
+    FixText{FixId::BoundKvCache, PatternId::KvCache,
+            "bound the cache: a smaller batch or max_new_tokens, a static or quantized cache (transformers StaticCache / QuantizedCache), "
+            "or offload it"},
     FixText{FixId::FromReport, PatternId::Fragmentation, "{}"},
 };
 

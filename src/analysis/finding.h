@@ -36,14 +36,17 @@ enum class PatternId {
   ForwardTensorsAfterBackward,
   OptimizerStepTemporaries,
   AttentionScores,
+  AutocastWeightCopies,        // the kind patterns (patterns_kinds.cpp)
+  KvCache,
 };
 template <>
 struct EnumNames<PatternId> {
-  static constexpr std::array<std::string_view, 17> names = {
+  static constexpr std::array<std::string_view, 19> names = {
       "fragmentation",           "capacity",          "cached_memory",         "pending_frees",
       "non_pytorch_memory",      "retained_autograd_graph", "growing_container", "optimizer_state_spike",
       "activation_pressure",     "reference_cycles",  "replicated_gradients",  "device_imbalance", "stale_gradients",
-      "activations_without_backward", "forward_tensors_after_backward", "optimizer_step_temporaries", "attention_scores"};
+      "activations_without_backward", "forward_tensors_after_backward", "optimizer_step_temporaries", "attention_scores",
+      "autocast_weight_copies", "kv_cache"};
 };
 inline bool is_leak_pattern(PatternId id) { return id == PatternId::RetainedAutogradGraph || id == PatternId::GrowingContainer; }
 
@@ -121,6 +124,7 @@ enum class FixId {
   ShardReplicated, ZeroOneSaving,                                              // replicated_gradients
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
   ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention,  // workload patterns
+  Bf16WeightsForInference, AutocastNoCache, LowerGpuMemoryUtilization, BoundKvCache,  // the kind patterns
   FromReport,                                                                  // a fix read back from a JSON report
 };
 
