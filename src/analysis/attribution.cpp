@@ -51,7 +51,6 @@ std::string format_frame(const Snapshot& s, FrameId frame) {
 // optimizer state.
 StackSignals stack_signals(const Snapshot& s, StackId stack) {
   StackSignals out;
-  FrameFacts stack_facts = 0;
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
     const FrameFacts facts = s.frames[frames[i]].facts;
@@ -65,9 +64,8 @@ StackSignals stack_signals(const Snapshot& s, StackId stack) {
     out.autograd_engine |= (facts & kAutogradEngine) != 0;
     out.parameter_init |= (facts & kParameterInit) != 0;
     out.python |= frame_kind(facts) != FrameKind::Native;
-    stack_facts |= facts;
   }
-  out.known = match_known_allocator(s, stack, stack_facts);
+  out.known = match_known_allocator(s, stack, s.stack_facts(stack));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The conclude stage (conclude.h): headline, next steps, uncertainties and final site categories
 // for one snapshot, a diff and a rank directory, from the typed findings.
 #include "analysis/conclude.h"
+#include "base/base_name.h"
 #include "analysis/site_what.h"
 
 #include <algorithm>
@@ -53,14 +54,27 @@ std::string budget_headline(const Analysis& a) {
   return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
 }
 
+// The device imbalance when the OOM happened on the heaviest device: balancing the devices is
+// the fix before a smaller batch.
+const Pattern* imbalance_behind_oom(const Analysis& a) {
+  const Pattern* p = find_pattern(a.patterns, PatternId::DeviceImbalance);
+  if (!p || a.ooms.empty() || a.ooms.front().event.device != a.peak_device) return nullptr;
+  return p;
+}
+
 std::string headline(const Analysis& a) {
   for (const auto& p : a.patterns) {
     if (p.id == PatternId::Fragmentation && p.verdict == Verdict::Problem) return "Out of memory from fragmentation: " + p.summary.text() + ".";
     if (p.id == PatternId::Capacity) {
       const bool in_optimizer = a.diagnosis.optimizer_spike && a.diagnosis.optimizer_spike->oom;
-      return in_optimizer ? "Out of memory at capacity inside optimizer.step(): " + p.summary.text() +
-                                "; the optimizer state is expected, not a leak."
-                          : "Out of memory at capacity: " + p.summary.text() + ".";
+      if (in_optimizer) {
+        return "Out of memory at capacity inside optimizer.step(): " + p.summary.text() + "; the optimizer state is expected, not a leak.";
+      }
+      if (const Pattern* imbalance = imbalance_behind_oom(a)) {
+        return fmt::format("Out of memory at capacity on the heaviest device: {}; {}: balance the devices before shrinking the batch.",
+                           p.summary.text(), imbalance->summary.text());
+      }
+      return "Out of memory at capacity: " + p.summary.text() + ".";
     }
   }
   for (PatternId id : {PatternId::RetainedAutogradGraph, PatternId::GrowingContainer}) {
@@ -116,10 +130,12 @@ bool fix_fits(const Snapshot& s, const Analysis& a, const Fix& f, std::uint64_t 
   return true;
 }
 
-// Leaks and OOM verdicts lead; then the patterns by the peak bytes they would save.
-std::uint64_t rank_key(const Pattern& p, std::uint64_t peak) {
+// Leaks and OOM verdicts lead (a device imbalance behind a capacity OOM before them); then the
+// patterns by the peak bytes they would save.
+std::uint64_t rank_key(const Pattern& p, std::uint64_t peak, bool imbalance_behind_oom) {
+  if (p.id == PatternId::DeviceImbalance && imbalance_behind_oom) return UINT64_MAX;
   if (is_leak_pattern(p.id) || ((p.id == PatternId::Capacity || p.id == PatternId::Fragmentation) && p.verdict == Verdict::Problem)) {
-    return UINT64_MAX;
+    return UINT64_MAX - 1;
   }
   return p.saving_bytes && saves_peak(p.id) ? std::min(*p.saving_bytes, peak) : 0;
 }
@@ -127,7 +143,9 @@ std::uint64_t rank_key(const Pattern& p, std::uint64_t peak) {
 std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::uint64_t peak) {
   std::vector<const Pattern*> order;
   for (const Pattern& p : a.patterns) order.push_back(&p);
-  std::stable_sort(order.begin(), order.end(), [&](const Pattern* x, const Pattern* y) { return rank_key(*x, peak) > rank_key(*y, peak); });
+  const bool imbalance = imbalance_behind_oom(a) != nullptr;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const Pattern* x, const Pattern* y) { return rank_key(*x, peak, imbalance) > rank_key(*y, peak, imbalance); });
   std::vector<NextStep> out;
   for (const Pattern* p : order) {
     bool first = true;
@@ -330,7 +348,6 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
 
 namespace {
 
-std::string file_name(const std::string& path) { return path.substr(path.find_last_of("/\\") == std::string::npos ? 0 : path.find_last_of("/\\") + 1); }
 
 // "autocast_copy +241.16 MiB (most at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
 std::string kind_changes(const DiffReport& d, std::size_t most) {
@@ -345,7 +362,7 @@ std::string kind_changes(const DiffReport& d, std::size_t most) {
 
 // Two runs (two configurations of one script): peak against peak, by kind.
 std::string two_runs_headline(const DiffReport& d) {
-  const std::string later = file_name(d.after_path), earlier = file_name(d.before_path);
+  const std::string later = base_name(d.after_path), earlier = base_name(d.before_path);
   std::string what;
   if (d.kinds_at_peak) {
     const std::int64_t delta = saturating_sub(*d.peak_after, *d.peak_before);

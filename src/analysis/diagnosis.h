@@ -21,6 +21,7 @@ struct DeviceSteps {
   std::size_t boundaries = 0;
   std::vector<std::int64_t> live;     // live requested bytes at each boundary (when found)
   std::vector<std::int64_t> time_us;  // time at each boundary (0 if unknown)
+  std::vector<std::int64_t> step_peak;  // the highest live bytes within each step (boundaries - 1)
 };
 
 struct SiteGrowth {

@@ -238,6 +238,7 @@ void compare_runs(const Snapshot& before, const Analysis& ba, const Snapshot& af
                               ? "no segment address is common to both, so two processes, and both traces open with the same allocation sites: one script run twice"
                               : "no segment address is common to both: two processes";
   }
+  if (d.relation == DiffRelation::TwoRuns) d.steps = step_aligned(ba.diagnosis.steps, ba.peak_device, aa.diagnosis.steps, aa.peak_device);
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ struct DiffReport {
   DiffRelation relation = DiffRelation::OneRun;
   std::string relation_evidence;     // why TwoRuns ("" for OneRun)
   std::vector<SettingChange> settings;
+  std::optional<StepAlignedDiff> steps;  // two runs that both have steps: step i against step i
   bool stacks_on_neither = false;    // no live site has a stack on either side: growth cannot be placed
 };
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/checked.h"
+#include "model/settings_json.h"
 
 namespace memsnap {
 namespace {
@@ -15,13 +16,34 @@ namespace {
 constexpr std::size_t kOpening = 32;
 constexpr std::size_t kMinOpeningSites = 4;
 
-nlohmann::json settings_dict(const AllocatorSettings& s) {
-  if (!s.present || s.json.empty()) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(s.json, nullptr, false);
-  return j.is_object() ? j : nlohmann::json::object();
+const DeviceSteps* steps_of(const std::vector<DeviceSteps>& steps, std::int64_t device) {
+  for (const DeviceSteps& d : steps) {
+    if (d.device == device && d.step_peak.size() >= 2 && d.live.size() == d.step_peak.size() + 1) return &d;
+  }
+  return nullptr;
 }
 
 }  // namespace
+
+std::optional<StepAlignedDiff> step_aligned(const std::vector<DeviceSteps>& before, std::int64_t before_device,
+                                            const std::vector<DeviceSteps>& after, std::int64_t after_device) {
+  const DeviceSteps* b = steps_of(before, before_device);
+  const DeviceSteps* a = steps_of(after, after_device);
+  if (!b || !a) return std::nullopt;
+  StepAlignedDiff d;
+  d.device_before = before_device;
+  d.device_after = after_device;
+  d.steps = std::min(b->step_peak.size(), a->step_peak.size());
+  d.peak_before.assign(b->step_peak.begin(), b->step_peak.begin() + static_cast<std::ptrdiff_t>(d.steps));
+  d.peak_after.assign(a->step_peak.begin(), a->step_peak.begin() + static_cast<std::ptrdiff_t>(d.steps));
+  std::vector<std::int64_t> deltas;
+  for (std::size_t i = 0; i < d.steps; ++i) deltas.push_back(saturating_sub(d.peak_after[i], d.peak_before[i]));
+  std::nth_element(deltas.begin(), deltas.begin() + static_cast<std::ptrdiff_t>(deltas.size() / 2), deltas.end());
+  d.median_delta = deltas[deltas.size() / 2];
+  d.growth_before = saturating_sub(b->live.back(), b->live.front());
+  d.growth_after = saturating_sub(a->live.back(), a->live.front());
+  return d;
+}
 
 std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after) {
   std::map<Category, KindDelta> by_kind;
@@ -62,7 +84,7 @@ std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::v
 }
 
 std::vector<SettingChange> setting_changes(const AllocatorSettings& before, const AllocatorSettings& after) {
-  const nlohmann::json b = settings_dict(before), a = settings_dict(after);
+  const nlohmann::json b = settings_object(before), a = settings_object(after);
   std::map<std::string, SettingChange> changes;
   for (const auto& [key, value] : b.items()) {
     const auto it = a.find(key);

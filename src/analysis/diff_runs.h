@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/attribution.h"
+#include "analysis/diagnosis.h"
 #include "base/enum_names.h"
 #include "model/snapshot.h"
 
@@ -43,6 +44,20 @@ struct SettingChange {
 
 // The allocator_settings keys whose values differ (both sides' settings as JSON dicts).
 std::vector<SettingChange> setting_changes(const AllocatorSettings& before, const AllocatorSettings& after);
+
+// Two runs that both have steps, step i against step i on each side's peak device: the highest
+// live bytes within each step, and live memory at the first and last boundary (growth).
+struct StepAlignedDiff {
+  std::int64_t device_before = 0, device_after = 0;
+  std::vector<std::int64_t> peak_before, peak_after;  // per step, the first `steps` of each side
+  std::size_t steps = 0;                               // steps compared (the fewer of the two)
+  std::int64_t median_delta = 0;                       // median of after - before over the steps
+  std::int64_t growth_before = 0, growth_after = 0;    // live at the last boundary - at the first
+};
+
+// nullopt unless both sides found steps on the device of their highest peak.
+std::optional<StepAlignedDiff> step_aligned(const std::vector<DeviceSteps>& before, std::int64_t before_device,
+                                            const std::vector<DeviceSteps>& after, std::int64_t after_device);
 
 // The first `n` allocations of the trace (all devices, in order) as site labels.
 std::vector<std::string> opening_sites(const Snapshot& snapshot, std::size_t n);

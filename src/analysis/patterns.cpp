@@ -77,6 +77,7 @@ void diagnose_growth(const Snapshot& s, const DeviceTimeline& t, std::size_t dev
   const StepTable table = step_table(s, t, t.lifetimes, r.steps, sites);
   r.summary.live = table.live;
   r.summary.time_us = table.time_us;
+  r.summary.step_peak = table.step_peak;
   r.live = table.live;
   r.growing = growing_sites(table, sites, t.device);
   if (!r.growing.empty()) {

@@ -38,20 +38,12 @@ std::vector<Site> device_sites(const Snapshot& s, const DeviceLoad& load, bool a
   return attribute(s, at_peak ? load.timeline->live_at_peak : live_blocks(s, load.device));
 }
 
-FrameFacts stack_facts(const Snapshot& s, StackId stack) {
-  FrameFacts facts = 0;
-  if (stack == kNoStack) return facts;
-  const FrameId* f = s.stack_begin(stack);
-  for (std::size_t i = 0; i < s.stack_size(stack); ++i) facts |= s.frames[f[i]].facts;
-  return facts;
-}
-
 // The facts of every stack live on the device: its blocks at the end and its live set at the peak.
 FrameFacts live_facts(const Snapshot& s, const DeviceLoad& load) {
   FrameFacts facts = 0;
-  s.for_each_live_block(load.device, [&](const Block& b) { facts |= stack_facts(s, b.stack); });
+  s.for_each_live_block(load.device, [&](const Block& b) { facts |= s.stack_facts(b.stack); });
   if (load.timeline) {
-    for (const LiveItem& item : load.timeline->live_at_peak) facts |= stack_facts(s, item.stack);
+    for (const LiveItem& item : load.timeline->live_at_peak) facts |= s.stack_facts(item.stack);
   }
   return facts;
 }

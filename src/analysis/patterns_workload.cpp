@@ -24,7 +24,7 @@ constexpr std::size_t kMinRepeats = 3;
 constexpr std::size_t kMinSavedSites = 3;
 // Attention scores.
 constexpr std::uint64_t kMinScoresBytes = 128 * kMiB;
-constexpr std::size_t kMinScoresPercent = 20;
+constexpr std::size_t kMinScoresPercent = 15;
 
 struct PeakContext {
   const Snapshot& s;
@@ -36,6 +36,7 @@ struct PeakContext {
   std::size_t span = 0;     // the peak's span
   std::vector<std::uint8_t> phase_memo;  // by stack: Phase + 1 (0: not known yet)
   bool training_elsewhere = false;       // another device shows a backward or an optimizer step
+  std::uint64_t trained_state = 0;       // gradient + optimizer state bytes live at the peak (the budget)
 
   Phase stack_phase(StackId stack) {
     if (stack == kNoStack || stack >= phase_memo.size()) return Phase::Other;
@@ -139,20 +140,27 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
   // A pass cut short by an OOM, or one device of a run that trains on another, may yet run a backward.
   if (!c.t.oom_events.empty() || c.training_elsewhere) return std::nullopt;
   const PhaseSpan& sp = c.d.spans[c.span];
-  // Forward allocations of the pass live at the peak, by site; a site that repeats (once per
-  // layer) holds tensors kept for a backward, not one layer's working set.
+  // Forward allocations live at the peak, by site: those of the peak's pass, and those of an
+  // earlier forward allocated before the window (their stacks come from the final state; with no
+  // backward in the trace, nothing released them). A site that repeats (once per layer) holds
+  // tensors kept for a backward, not one layer's working set.
   std::unordered_map<std::string, std::vector<const Lifetime*>> by_site;
   for (const Lifetime& l : c.t.lifetimes) {
-    if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
-    if (c.stack_phase(l.stack) != Phase::Forward) continue;
+    const bool before = l.alloc == kBeforeWindow;
+    if ((!before && (l.alloc < sp.first || l.alloc >= c.p)) || !l.live_at(c.p)) continue;
+    if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward) continue;
     by_site[site_label(c.s, l.stack)].push_back(&l);
   }
   SiteBytes saved;
+  std::uint64_t saved_before = 0, blocks_before = 0;
   std::size_t sites = 0;
   for (const auto& [site, ls] : by_site) {
     if (ls.size() < kMinRepeats) continue;
     ++sites;
-    for (const Lifetime* l : ls) saved.add(c.s, *l);
+    for (const Lifetime* l : ls) {
+      saved.add(c.s, *l);
+      if (l->alloc == kBeforeWindow) saved_before += l->size, ++blocks_before;
+    }
   }
   if (sites < kMinSavedSites || !c.significant(saved.bytes, kMinSavedBytes, kMinSavedPercent)) return std::nullopt;
   Pattern p = workload_pattern(PatternId::ActivationsWithoutBackward, Verdict::Problem, c, saved.bytes);
@@ -161,9 +169,22 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
                        "the trace; under torch.inference_mode() autograd keeps none of it",
                        Bytes(saved.bytes), pct(double(saved.bytes), double(c.peak)), Bytes(c.peak), sites);
   p.evidence.push_back(sentence("the peak is in {}; {} forward tensors ({}) allocated in that pass are still live then", c.where(),
-                                saved.blocks, Bytes(saved.bytes)));
+                                saved.blocks - blocks_before, Bytes(saved.bytes - saved_before)));
+  if (blocks_before > 0) {
+    p.evidence.push_back(sentence("{} more forward tensors ({}) were allocated before the recording began, by the same forward code, "
+                                  "and are still live: an earlier forward whose autograd graph (or output) is still held",
+                                  blocks_before, Bytes(saved_before)));
+  }
   p.evidence.push_back(sentence("no allocation or free in the window carries a backward or torch/optim frame, and the order of "
                                 "frees shows no backward pass either"));
+  if (c.trained_state >= kMinWorkloadBytes) {
+    // Gradients and optimizer state say the run trained: a backward may follow the dump.
+    p.confidence = Confidence::Low;
+    p.evidence.push_back(sentence("but {} of gradients and optimizer state is live too, so this run trained before the recording: "
+                                  "if a backward follows after the dump, these activations are what it needs (expected); "
+                                  "only a forward that is never differentiated (evaluation, a forward-only benchmark) wastes them",
+                                  Bytes(c.trained_state)));
+  }
   add_site_evidence(p, saved, "saved tensors");
   p.fix.push_back(fix(FixId::InferenceMode, Bytes(saved.bytes)));
   return p;
@@ -245,33 +266,84 @@ bool attention_name(std::string_view name) {
   return n.find("softmax") != std::string::npos || n.find("attention") != std::string::npos || n.find("attn") != std::string::npos;
 }
 
-// The stack's chosen (user) frame is in a function named like attention or softmax.
+// A frame of the stack computes attention scores: the user's frame is in a function named like
+// attention or softmax, or any frame is a softmax (torch.nn.functional.softmax, at::_softmax, the
+// SDPA math path's).
 bool attention_stack(const Snapshot& s, StackId stack) {
   const SiteChoice choice = choose_site(s, stack);
-  if (!choice.found || (choice.kind != FrameKind::User && choice.kind != FrameKind::ThirdParty)) return false;
-  return attention_name(s.str(s.frames[choice.frame].name));
+  if (choice.found && (choice.kind == FrameKind::User || choice.kind == FrameKind::ThirdParty) &&
+      attention_name(s.str(s.frames[choice.frame].name))) {
+    return true;
+  }
+  // A loss's log_softmax (cross_entropy over B*T*V logits) is no attention.
+  bool softmax = false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const std::string_view name = s.str(s.frames[frames[i]].name);
+    if (name.find("log_softmax") != std::string_view::npos || name.find("cross_entropy") != std::string_view::npos ||
+        name.find("nll_loss") != std::string_view::npos) {
+      return false;
+    }
+    softmax |= name.find("softmax") != std::string_view::npos || name.find("_scaled_dot_product_attention_math") != std::string_view::npos;
+  }
+  return softmax;
 }
+
+// The score matrices are the largest tensors attention makes (B*H*T^2 against B*H*T*d for
+// queries, keys and values): of the attention blocks live at the peak, those at least a quarter
+// of the largest (scores, softmax outputs, their bf16 copies and dropout masks).
+constexpr std::uint64_t kScoreShare = 4;
 
 std::optional<Pattern> attention_scores(PeakContext& c) {
   std::unordered_map<StackId, bool> memo;
-  SiteBytes scores;
+  std::vector<const Lifetime*> attention;
+  std::uint64_t largest = 0;
   for (const Lifetime& l : c.t.lifetimes) {
     const StackId stack = allocating_stack(l);
     if (stack == kNoStack || !l.live_at(c.p)) continue;
     auto it = memo.find(stack);
     if (it == memo.end()) it = memo.emplace(stack, attention_stack(c.s, stack)).first;
-    if (it->second) scores.add(c.s, l);
+    if (!it->second) continue;
+    attention.push_back(&l);
+    largest = std::max(largest, l.size);
+  }
+  SiteBytes scores;
+  std::map<std::uint64_t, std::uint64_t> score_sizes;  // size -> blocks
+  for (const Lifetime* l : attention) {
+    if (l->size * kScoreShare < largest) continue;
+    scores.add(c.s, *l);
+    ++score_sizes[l->size];
   }
   if (!c.significant(scores.bytes, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
   Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, scores.bytes);
   p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
                        "that materializes the B*H*T^2 score matrices",
                        Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
-  p.evidence.push_back(sentence("at the peak ({}): {} blocks ({}) allocated in functions named like attention or softmax",
-                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks, Bytes(scores.bytes)));
+  std::string sizes;
+  std::size_t listed = 0;
+  for (auto it = score_sizes.rbegin(); it != score_sizes.rend() && listed < 3; ++it, ++listed) {
+    sizes += fmt::format("{}{} x {}", sizes.empty() ? "" : ", ", it->second, Bytes(it->first).text());
+  }
+  p.evidence.push_back(sentence("at the peak ({}): {} score-sized blocks ({}: {}) allocated in attention or softmax code; its smaller "
+                                "blocks (queries, keys, values: B*H*T*d) are not counted",
+                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks, Bytes(scores.bytes), sizes));
   add_site_evidence(p, scores, "scores");
   p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(scores.bytes)));
   return p;
+}
+
+}  // namespace
+
+namespace {
+
+// Gradients and optimizer state live at the device's peak: the run trained before this moment.
+std::uint64_t trained_state_at_peak(const Measured& a, std::int64_t device) {
+  for (const MemoryBudget& b : a.budgets) {
+    if (b.device != device || b.moment != BudgetMoment::Peak) continue;
+    const auto kinds = bytes_by_kind(b);
+    return kinds[static_cast<std::size_t>(Category::Gradient)] + kinds[static_cast<std::size_t>(Category::OptimizerState)];
+  }
+  return 0;
 }
 
 }  // namespace
@@ -283,7 +355,7 @@ std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
     const DevicePhases& d = a.phases[i];
     if (t.device != a.peak_device || !d.peak || !t.peak_allocated || *t.peak_allocated <= 0) continue;
     PeakContext c{s, t, d, s.events_of(t.device), t.peak_index, static_cast<std::uint64_t>(*t.peak_allocated), d.peak->span,
-                  std::vector<std::uint8_t>(s.stack_count(), 0), false};
+                  std::vector<std::uint8_t>(s.stack_count(), 0), false, trained_state_at_peak(a, t.device)};
     for (const DevicePhases& other : a.phases) c.training_elsewhere |= other.has(Phase::Backward) || other.has(Phase::OptimizerStep);
     for (auto detect : {stale_gradients, activations_without_backward, forward_tensors_after_backward, optimizer_step_temporaries,
                         attention_scores}) {

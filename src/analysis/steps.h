@@ -119,6 +119,7 @@ struct StepTable {
   Steps steps;
   std::vector<std::int64_t> live;     // live requested bytes at each boundary
   std::vector<std::int64_t> time_us;  // time of the event at each boundary (0 if unknown)
+  std::vector<std::int64_t> step_peak;  // the highest live bytes within each step (boundaries - 1)
   std::vector<SiteSeries> series;     // sites live at some boundary or allocated between them
 };
 

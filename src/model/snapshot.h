@@ -174,6 +174,14 @@ struct Snapshot {
   std::string_view str(StrId id) const { return strings[id]; }
   std::size_t stack_size(StackId s) const { return stack_offsets[s + 1] - stack_offsets[s]; }
   const FrameId* stack_begin(StackId s) const { return stack_frames.data() + stack_offsets[s]; }
+  // The facts of all of a stack's frames together (0 for kNoStack).
+  FrameFacts stack_facts(StackId s) const {
+    FrameFacts facts = 0;
+    if (s == kNoStack) return facts;
+    const FrameId* f = stack_begin(s);
+    for (std::size_t i = 0; i < stack_size(s); ++i) facts |= frames[f[i]].facts;
+    return facts;
+  }
   std::size_t stack_count() const { return stack_offsets.size() - 1; }
   // Calls fn(block) for each block of `device` live at the end (active or pending free), in
   // segment order.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/format_bytes.h"
+#include "model/settings_json.h"
 
 namespace memsnap {
 namespace {
@@ -37,8 +38,8 @@ std::string divisions(const nlohmann::json& v) {
 
 std::string allocator_settings_line(const AllocatorSettings& settings) {
   if (!settings.present) return "not in the snapshot (recorded from PyTorch 2.1 on)";
-  const auto j = nlohmann::json::parse(settings.json, nullptr, false);
-  if (!j.is_object()) return "present but not a dict";
+  if (settings.json.empty() || settings.json.front() != '{') return "present but not a dict";  // written compact
+  const nlohmann::json j = settings_object(settings);
   std::string out = settings.conf.empty() ? "PYTORCH_CUDA_ALLOC_CONF unset" : fmt::format("PYTORCH_CUDA_ALLOC_CONF '{}'", settings.conf);
   std::string knobs;
   auto add = [&](const char* key, const std::string& value) { knobs += fmt::format("{}{} {}", knobs.empty() ? "" : ", ", key, value); };

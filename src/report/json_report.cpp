@@ -261,7 +261,7 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const DeviceSteps& d : a.diagnosis.steps) {
     steps.push_back({{"device", d.device}, {"source", step_source_name(d.source)}, {"marker", d.marker}, {"boundaries", d.boundaries},
                      {"steps", d.boundaries > 0 ? d.boundaries - 1 : 0}, {"live_at_boundaries", d.live},
-                     {"time_us_at_boundaries", d.time_us}});
+                     {"time_us_at_boundaries", d.time_us}, {"peak_in_steps", d.step_peak}});
   }
   j["steps"] = steps;
   j["phases"] = phases_json(a);
@@ -352,6 +352,14 @@ void add_diff_json(nlohmann::ordered_json& report, const DiffReport& d) {
   auto settings = nlohmann::ordered_json::array();
   for (const SettingChange& c : d.settings) settings.push_back({{"key", c.key}, {"before", c.before}, {"after", c.after}});
   j["settings_changes"] = settings;
+  if (d.steps) {
+    j["step_aligned"] = {{"steps", d.steps->steps}, {"device_before", d.steps->device_before}, {"device_after", d.steps->device_after},
+                         {"step_peaks_before", d.steps->peak_before}, {"step_peaks_after", d.steps->peak_after},
+                         {"median_delta", d.steps->median_delta}, {"growth_before", d.steps->growth_before},
+                         {"growth_after", d.steps->growth_after}};
+  } else {
+    j["step_aligned"] = nullptr;
+  }
   j["stacks_on_neither"] = d.stacks_on_neither;
   report["diff"] = j;
 }

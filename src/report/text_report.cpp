@@ -1,6 +1,7 @@
 // Text report in the workflow's order: headline, totals, top sites, free timeline, diagnosis,
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
+#include "base/base_name.h"
 #include "report/site_what_text.h"
 
 #include "report/pool_host_sections.h"
@@ -236,6 +237,22 @@ std::string diff_row(const DiffSite& s) {
 
 }  // namespace
 
+
+// Step i of one run against step i of the other: each step's highest live bytes, and the growth.
+std::string step_aligned_text(const StepAlignedDiff& a) {
+  std::string steps;
+  for (std::size_t i = 0; i < a.steps && i < 6; ++i) {
+    steps += fmt::format("{}{} -> {}", i ? ", " : "", format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, a.peak_before[i]))),
+                         format_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, a.peak_after[i]))));
+  }
+  if (a.steps > 6) steps += fmt::format(", ... ({} steps)", a.steps);
+  return wrap(fmt::format("Step against step ({} steps; device {} against device {}): each step's peak {}; the later run's step "
+                          "peaks are {} (median); live memory grew {} over the earlier run's steps and {} over the later's",
+                          a.steps, a.device_before, a.device_after, steps, signed_bytes(a.median_delta), signed_bytes(a.growth_before),
+                          signed_bytes(a.growth_after)),
+              "  ", "    ");
+}
+
 std::string diff_text(const DiffReport& d, std::size_t top) {
   std::string out = "\nDiff against the earlier snapshot\n";
   out += wrap(fmt::format("{} -> {}{}{}", d.before_path, d.after_path,
@@ -264,6 +281,7 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
                   "  ", "                ");
     }
   }
+  if (d.steps) out += step_aligned_text(*d.steps);
   std::size_t shown = 0;
   out += "  Sites by growth in live bytes:\n";
   for (const DiffSite& s : d.sites) {
@@ -295,7 +313,7 @@ std::string ranks_text(const RankReport& r) {
     std::string top = "-";
     if (!x.analysis.sites.empty()) {
       const Site& s = x.analysis.sites.front();
-      const std::string file = s.file.substr(s.file.find_last_of("/\\") == std::string::npos ? 0 : s.file.find_last_of("/\\") + 1);
+      const std::string file = base_name(s.file);
       top = s.no_stack ? s.site : fmt::format("{}:{} ({:.0f}%)", file, s.line, s.percent);
     }
     out += fmt::format("  {:>4} {:>11} {:>11} {:>11} {:>11} {:>4}  {}{}\n", x.rank,
