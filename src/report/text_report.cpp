@@ -257,7 +257,7 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
   std::string out = "\nDiff against the earlier snapshot\n";
   out += wrap(fmt::format("{} -> {}{}{}", d.before_path, d.after_path,
                           d.steps_between ? fmt::format(", {} steps apart", *d.steps_between) : "",
-                          d.seconds_between ? fmt::format(", {:.1f} s apart", *d.seconds_between) : ""),
+                          d.seconds_between && *d.seconds_between >= 0.05 ? fmt::format(", {:.1f} s apart", *d.seconds_between) : ""),
               "  ", "    ");
   auto delta = [](std::uint64_t a, std::uint64_t b) { return signed_bytes(static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a)); };
   out += wrap(fmt::format("reserved {} ({}), allocated {} ({}), inactive {} ({})", format_bytes(d.after.reserved),
