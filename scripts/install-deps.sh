@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs memsnap's build and test dependencies from Debian's packages (Debian 12).
 set -euo pipefail
-packages=(cmake ninja-build g++ clang libclang-rt-14-dev python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
           zlib1g-dev libzstd-dev libabsl-dev libgtest-dev)
+# clang and its runtime only for the libFuzzer build (MEMSNAP_FUZZ_BUILD=1 scripts/test.sh).
+if [ "${MEMSNAP_FUZZ_BUILD:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
