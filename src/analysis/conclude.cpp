@@ -169,7 +169,8 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
 constexpr double kMinLookAtPercent = 1.0;
 
 std::optional<NextStep> look_at_step(const Site& site) {
-  if (site.no_stack || site.percent < kMinLookAtPercent) return std::nullopt;
+  // A library workspace (cuBLAS, CUDA graphs) is the library's own and expected: nothing to look at.
+  if (site.no_stack || site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
   std::string where = site_phrase(site);
   if (site.kind == FrameKind::Native) {
     if (site.call_path.size() < 2) return std::nullopt;
