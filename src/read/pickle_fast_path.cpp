@@ -228,6 +228,42 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   return true;
 }
 
+// A list of memo references outside the trace fast path (a block's or a segment's frames list,
+// nearly always): EMPTY_LIST [memo put] MARK (BINGET | LONG_BINGET)... APPENDS inside one pickle
+// frame. The container, the memo put and the items are exactly the generic path's, in one step
+// instead of one dispatch per reference; anything else (a bad reference, a FRAME, a trace list)
+// leaves the rest to the generic path at the opcode it stopped before. Returns false when it
+// did nothing (the caller then pushes the list itself).
+bool PickleVm::try_reference_list() {
+  const std::size_t limit = info_.protocol < 4 ? size_ : frame_end_;
+  if (pos_ >= limit) return false;
+  push(doc_.new_container(Kind::List));  // what EMPTY_LIST does
+  if (sink_ && trace_device_of(stack_.size() - 1) >= 0) return true;  // device_traces[d]: streamed
+  std::size_t p = pos_;
+  std::uint64_t index;
+  if (data_[p] == op::kMemoize) {
+    memo_put(memo_.count(), top());
+    pos_ = ++p;
+  } else if (const std::size_t length = memo_index(data_ + p, limit - p, op::kBinPut, op::kLongBinPut, index)) {
+    memo_put(index, top());
+    pos_ = p += length;
+  }
+  if (p >= limit || data_[p] != op::kMark || marks_.size() >= limits::kMaxNestingDepth) return true;
+  ++p;
+  reference_values_.clear();
+  while (p < limit && data_[p] != op::kAppends) {
+    const std::size_t length = memo_ref(data_ + p, limit - p, index);
+    const Value* v = length ? memo_.find(index) : nullptr;
+    if (!v || v->kind == Kind::Released) return true;  // the generic path reports it
+    reference_values_.push_back(*v);
+    p += length;
+  }
+  if (p >= limit) return true;
+  append_to(top(), reference_values_.data(), reference_values_.size());
+  pos_ = p + 1;
+  return true;
+}
+
 template <bool kFrames>
 bool PickleVm::fast_value(std::size_t& p, Value& out, bool allow_tuple) {
   skip_frames<kFrames>(p);

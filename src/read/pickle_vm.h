@@ -278,6 +278,7 @@ class PickleVm {
   }
   void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
   bool try_fast_entry();
+  bool try_reference_list();
   void continue_fast_entries();
   template <bool kFrames>
   bool typed_entry();
@@ -320,6 +321,7 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
+  std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
   // The exact bytes of the key opcode seen at each position (BINGET i or LONG_BINGET iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {
