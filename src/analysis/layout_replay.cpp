@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "analysis/fragmentation.h"
+#include "base/parallel.h"
 
 namespace memsnap {
 namespace {
@@ -185,15 +186,17 @@ std::vector<DeviceLayout> layouts_from(const Snapshot& s, const DeviceTimeline& 
                                        const std::vector<std::vector<std::size_t>>& live) {
   std::vector<DeviceLayout> out(ascending.size());
   SegmentReplay segments(s, t, final_ranges(s, t.device));
-  for (std::size_t k = ascending.size(); k-- > 0;) {  // the replay only moves backwards
+  for (std::size_t k = ascending.size(); k-- > 0;) out[k].segments = segments.before(ascending[k]);  // only backwards
+  // Each moment's live blocks are independent of the others' (and the larger part of the work
+  // when the live set grows from one OOM to the next): on every core.
+  parallel_for(ascending.size(), [&](std::size_t k) {
     DeviceLayout& layout = out[k];
-    layout.segments = segments.before(ascending[k]);
     for (std::size_t lifetime : live[k]) {
       std::pair<std::uint64_t, DeviceLayout::Live> block;
       if (live_block(s, t, lifetime, block)) layout.live.push_back(block);
     }
     sort_by_address(layout.live);
-  }
+  });
   return out;
 }
 

@@ -2,6 +2,8 @@
 // N trace events per device, and counts what it tolerated (unknown keys and actions).
 #include "model/builder.h"
 
+#include <absl/hash/hash.h>
+#include <absl/types/span.h>
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
@@ -171,8 +173,9 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
 }
 
 StackId SnapshotBuilder::intern_stack(const FrameId* ids, std::size_t count) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::size_t k = 0; k < count; ++k) h = (h ^ ids[k]) * 0x100000001b3ull;
+  // absl's hash takes the ids as bytes, many at a time (FNV over each id was a chain of one
+  // multiply per frame); ids come from first occurrence, so the hash never shows in a report.
+  const std::uint64_t h = absl::HashOf(absl::MakeConstSpan(ids, count));
   auto same = [&](StackId candidate) {
     return snap_.stack_size(candidate) == count && std::equal(ids, ids + count, snap_.stack_begin(candidate));
   };

@@ -141,32 +141,52 @@ template <bool kFrames>
 }
 
 // The references of a frames list up to its APPENDS, inside one pickle frame (no FRAME opcode
-// can occur): the tight loop of the read, about 44 references per entry on files with C++ frames.
+// can occur): the tight loop of the read, 44-76 references per list on files with C++ frames.
+// The memo's frame-id cache and the output buffer are held in locals (reloaded only after a
+// frame dict seen for the first time), so a reference costs a dozen instructions.
 bool PickleVm::frame_ids_in_frame(std::size_t& p) {
   const std::uint8_t* d = data_ + p;
   const std::uint8_t* const end = data_ + fast_limit_;
-  while (d < end && *d != op::kAppends) {
+  const std::uint32_t* cache = memo_.frame_cache();
+  std::size_t cached = memo_.frame_cache_size();
+  std::uint32_t* out = fast_frame_ids_.next();
+  std::uint32_t* room_end = fast_frame_ids_.room_end();
+  // Below `safe` a LONG_BINGET's five bytes are readable (d > data_: PROTO comes first).
+  const std::uint8_t* const safe = end - d >= 5 ? end - 5 : d - 1;
+  for (;;) {
+    const std::uint8_t* const at = d;
     std::uint32_t index;
-    std::size_t length;
-    if (*d == op::kLongBinGet && end - d >= 5) {
+    if (d <= safe && *d == op::kLongBinGet) {
       std::memcpy(&index, d + 1, 4);
-      length = 5;
-    } else if (*d == op::kBinGet && end - d >= 2) {
+      d += 5;
+    } else if (d < end && *d == op::kBinGet && end - d >= 2) {
       index = d[1];
-      length = 2;
+      d += 2;
     } else {
-      return false;
+      break;
     }
-    std::uint32_t id;
-    if (!memo_.cached_frame(index, id)) [[unlikely]] {
-      std::size_t at = static_cast<std::size_t>(d - data_);
-      if (!fast_frame_id<false>(at)) return false;
-      d = data_ + at;
+    const std::uint32_t entry = index < cached ? cache[index] : 0;
+    if (entry == 0) [[unlikely]] {  // a frame dict not seen before: the sink resolves it
+      fast_frame_ids_.commit(out);
+      std::size_t next = static_cast<std::size_t>(at - data_);
+      if (!fast_frame_id<false>(next)) return false;
+      d = data_ + next;
+      cache = memo_.frame_cache();
+      cached = memo_.frame_cache_size();
+      out = fast_frame_ids_.next();
+      room_end = fast_frame_ids_.room_end();
       continue;
     }
-    fast_frame_ids_.push_back(id);
-    d += length;
+    if (out == room_end) [[unlikely]] {
+      fast_frame_ids_.commit(out);
+      fast_frame_ids_.grow();
+      out = fast_frame_ids_.next();
+      room_end = fast_frame_ids_.room_end();
+    }
+    *out++ = entry - 1;
   }
+  fast_frame_ids_.commit(out);
+  if (d >= end || *d != op::kAppends) return false;
   p = static_cast<std::size_t>(d - data_);
   return true;
 }
@@ -205,6 +225,42 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
   if (memoized) memo_.set(memo_.size() - 1, out);
   p = q;
+  return true;
+}
+
+// A list of memo references outside the trace fast path (a block's or a segment's frames list,
+// nearly always): EMPTY_LIST [memo put] MARK (BINGET | LONG_BINGET)... APPENDS inside one pickle
+// frame. The container, the memo put and the items are exactly the generic path's, in one step
+// instead of one dispatch per reference; anything else (a bad reference, a FRAME, a trace list)
+// leaves the rest to the generic path at the opcode it stopped before. Returns false when it
+// did nothing (the caller then pushes the list itself).
+bool PickleVm::try_reference_list() {
+  const std::size_t limit = info_.protocol < 4 ? size_ : frame_end_;
+  if (pos_ >= limit) return false;
+  push(doc_.new_container(Kind::List));  // what EMPTY_LIST does
+  if (sink_ && trace_device_of(stack_.size() - 1) >= 0) return true;  // device_traces[d]: streamed
+  std::size_t p = pos_;
+  std::uint64_t index;
+  if (data_[p] == op::kMemoize) {
+    memo_put(memo_.count(), top());
+    pos_ = ++p;
+  } else if (const std::size_t length = memo_index(data_ + p, limit - p, op::kBinPut, op::kLongBinPut, index)) {
+    memo_put(index, top());
+    pos_ = p += length;
+  }
+  if (p >= limit || data_[p] != op::kMark || marks_.size() >= limits::kMaxNestingDepth) return true;
+  ++p;
+  reference_values_.clear();
+  while (p < limit && data_[p] != op::kAppends) {
+    const std::size_t length = memo_ref(data_ + p, limit - p, index);
+    const Value* v = length ? memo_.find(index) : nullptr;
+    if (!v || v->kind == Kind::Released) return true;  // the generic path reports it
+    reference_values_.push_back(*v);
+    p += length;
+  }
+  if (p >= limit) return true;
+  append_to(top(), reference_values_.data(), reference_values_.size());
+  pos_ = p + 1;
   return true;
 }
 

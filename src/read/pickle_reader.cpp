@@ -168,7 +168,9 @@ void PickleVm::dispatch() {
       }
       push(doc_.new_container(Kind::Dict));
       return;
-    case op::kEmptyList: push(doc_.new_container(Kind::List)); return;
+    case op::kEmptyList:
+      if (!try_reference_list()) push(doc_.new_container(Kind::List));
+      return;
     case op::kEmptyTuple: push(doc_.new_container(Kind::Tuple)); return;
     case op::kEmptySet: push(doc_.new_container(Kind::Set)); return;
     case op::kNone: push(Value::none()); return;

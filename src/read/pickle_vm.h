@@ -70,6 +70,10 @@ class Memo {
     id = frame_ids_[i] - 1;
     return true;
   }
+  // The frame-id cache as an array (entry: id + 1, 0 when not cached), for the frames-list loop;
+  // valid until the next cache_frame, set or resize.
+  const std::uint32_t* frame_cache() const { return frame_ids_.data(); }
+  std::size_t frame_cache_size() const { return frame_ids_.size(); }
   void cache_frame(std::size_t i, std::uint32_t id) {
     if (i >= frame_ids_.size()) frame_ids_.resize(std::max(i + 1, std::min(slots_.size(), 2 * frame_ids_.size())), 0);
     frame_ids_[i] = id + 1;
@@ -135,6 +139,28 @@ class Memo {
   std::uint32_t short_strings_[256] = {};
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;
+};
+
+// The frames list being decoded, as frame ids: a buffer the frames-list loop writes through a
+// plain pointer (a std::vector's push_back reloads its end pointers after every store).
+class FrameIdList {
+ public:
+  std::size_t size() const { return size_; }
+  const std::uint32_t* data() const { return ids_.data(); }
+  void clear() { size_ = 0; }
+  void push_back(std::uint32_t id) {
+    if (size_ == ids_.size()) grow();
+    ids_[size_++] = id;
+  }
+  // Where the next id goes and where the room ends; commit(next) records what was written.
+  std::uint32_t* next() { return ids_.data() + size_; }
+  std::uint32_t* room_end() { return ids_.data() + ids_.size(); }
+  void commit(const std::uint32_t* next) { size_ = static_cast<std::size_t>(next - ids_.data()); }
+  void grow() { ids_.resize(std::max<std::size_t>(256, 2 * ids_.size())); }
+
+ private:
+  std::vector<std::uint32_t> ids_;
+  std::size_t size_ = 0;
 };
 
 class PickleVm {
@@ -252,6 +278,7 @@ class PickleVm {
   }
   void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
   bool try_fast_entry();
+  bool try_reference_list();
   void continue_fast_entries();
   template <bool kFrames>
   bool typed_entry();
@@ -293,7 +320,8 @@ class PickleVm {
   Memo memo_;
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
-  std::vector<std::uint32_t> fast_frame_ids_;  // the frames list being decoded, as frame ids
+  FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
+  std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
   // The exact bytes of the key opcode seen at each position (BINGET i or LONG_BINGET iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {

@@ -39,20 +39,6 @@ std::optional<std::int64_t> Value::get_int() const {
   return std::nullopt;
 }
 
-const Value& Items::iterator::operator*() const {
-  const Chunk& c = doc_->chunks_[chunk_];
-  return doc_->items_[c.begin + offset_];
-}
-
-Items::iterator& Items::iterator::operator++() {
-  const Chunk& c = doc_->chunks_[chunk_];
-  if (++offset_ >= c.count) {
-    chunk_ = c.next;
-    offset_ = 0;
-  }
-  return *this;
-}
-
 Value Document::new_container(Kind kind) {
   Container c;
   c.kind = kind;

@@ -86,8 +86,8 @@ class Items {
   class iterator {
    public:
     iterator(const class Document* doc, std::uint32_t chunk, std::uint32_t offset) : doc_(doc), chunk_(chunk), offset_(offset) {}
-    const Value& operator*() const;
-    iterator& operator++();
+    inline const Value& operator*() const;
+    inline iterator& operator++();
     bool operator!=(const iterator& other) const { return chunk_ != other.chunk_ || offset_ != other.offset_; }
 
    private:
@@ -132,5 +132,20 @@ class Document {
   BigVector<Chunk> chunks_;
   BigVector<Value> items_;
 };
+
+// Inline: every walk over a dict's or a list's items (blocks, frames lists, settings) runs these.
+const Value& Items::iterator::operator*() const {
+  const Chunk& c = doc_->chunks_[chunk_];
+  return doc_->items_[c.begin + offset_];
+}
+
+Items::iterator& Items::iterator::operator++() {
+  const Chunk& c = doc_->chunks_[chunk_];
+  if (++offset_ >= c.count) {
+    chunk_ = c.next;
+    offset_ = 0;
+  }
+  return *this;
+}
 
 }  // namespace memsnap

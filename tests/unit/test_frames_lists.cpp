@@ -1,0 +1,173 @@
+// The reader's frames-list loop (pickle_fast_path.cpp): long lists that outgrow its id buffer,
+// frame dicts met for the first time in the middle of a list, BINGET and LONG_BINGET mixed, and
+// stack ids given in order of first occurrence whatever the stacks hash to; and lists of memo
+// references outside the trace (blocks' frames) built in one step exactly as the generic path
+// builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "pickle_writer.h"
+#include "read/pickle_reader.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+using test::PickleWriter;
+
+// A snapshot whose device_traces[0] holds one alloc entry per frames list in `lists`, written the
+// way PyTorch's pickler writes them (keys and the action memoized once, then memo references), so
+// the typed fast path takes them. Each list names frame dicts by number (frame k is the dict
+// {"filename": "/w/fk.py", "name": "f", "line": k}), all memoized before the trace and none
+// converted before the first list that names it: the loop meets each one mid-list the first time.
+std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>>& lists) {
+  PickleWriter w;
+  std::uint32_t memo = 0;
+  std::map<std::string, std::uint32_t> slots;
+  auto shared_str = [&](const std::string& s) {  // memoized the first time, referenced after
+    if (auto it = slots.find(s); it != slots.end()) return void(w.long_binget(it->second));
+    w.str(s).memoize();
+    slots[s] = memo++;
+  };
+  auto frame = [&](int k) {
+    w.dict().memoize().mark().str("filename").str("/w/f" + std::to_string(k) + ".py").str("name").str("f");
+    w.str("line").integer(k).setitems();
+    return memo++;
+  };
+  w.dict().memoize().mark();  // memo 0: the root
+  ++memo;
+  w.str("segments").list().memoize();
+  ++memo;
+  std::vector<std::uint32_t> slot;
+  w.mark();
+  for (int k = 0; k < 4; ++k) slot.push_back(frame(k));
+  w.op('1');  // POP_MARK: the frame dicts are only memoized
+  w.str("device_traces").list().list().mark();
+  for (std::size_t i = 0; i < lists.size(); ++i) {
+    w.dict().memoize();
+    ++memo;
+    w.mark();
+    shared_str("action");
+    shared_str("alloc");
+    shared_str("addr");
+    w.integer(4096 + 512 * static_cast<std::int64_t>(i));
+    shared_str("size");
+    w.integer(512);
+    shared_str("stream");
+    w.integer(0);
+    shared_str("time_us");
+    w.integer(static_cast<std::int64_t>(i));
+    shared_str("frames");
+    w.list().memoize().mark();
+    ++memo;
+    for (std::size_t r = 0; r < lists[i].size(); ++r) {
+      const std::uint32_t s = slot[static_cast<std::size_t>(lists[i][r])];
+      if (r % 3 == 0) w.binget(static_cast<std::uint8_t>(s));
+      else w.long_binget(s);
+    }
+    w.appends().setitems();
+  }
+  w.appends().append().setitems().stop();
+  return w.bytes();
+}
+
+std::vector<int> lines_of(const Snapshot& snap, StackId stack) {
+  std::vector<int> lines;
+  for (const FrameId* f = snap.stack_begin(stack); f != snap.stack_begin(stack) + snap.stack_size(stack); ++f) lines.push_back(static_cast<int>(snap.frames[*f].line));
+  return lines;
+}
+
+TEST(FramesLists, ALongListOutgrowsTheBufferAndKeepsEveryFrameInOrder) {
+  std::vector<int> big;
+  for (int r = 0; r < 1500; ++r) big.push_back(r == 700 ? 3 : r % 3);  // frame 3 first named at reference 700
+  const std::vector<int> small = {2, 1, 0};
+  const auto loaded = test::load_bytes(snapshot_with_lists({big, small, big, small}));
+  const Snapshot& snap = loaded.snapshot;
+  const auto& events = snap.device_traces.at(0).events;
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(lines_of(snap, events[0].stack), big);
+  EXPECT_EQ(lines_of(snap, events[1].stack), small);
+  EXPECT_EQ(events[2].stack, events[0].stack);  // an equal list, written again: the same stack
+  EXPECT_EQ(events[3].stack, events[1].stack);
+  EXPECT_EQ(snap.stack_count(), 3u);  // stack 0 is the empty stack
+}
+
+TEST(FramesLists, StacksAreNumberedInTheOrderTheyFirstOccur) {
+  // 600 distinct lists (every sequence of four frames from 0-2 and the next two digits), each written twice.
+  std::vector<std::vector<int>> lists;
+  for (int i = 0; i < 600; ++i) lists.push_back({i % 3, (i / 3) % 3, (i / 9) % 3, (i / 27) % 3, (i / 81) % 3, (i / 243) % 3});
+  std::vector<std::vector<int>> twice = lists;
+  twice.insert(twice.end(), lists.begin(), lists.end());
+  const auto loaded = test::load_bytes(snapshot_with_lists(twice));
+  const Snapshot& snap = loaded.snapshot;
+  const auto& events = snap.device_traces.at(0).events;
+  ASSERT_EQ(events.size(), 1200u);
+  // 3^6 = 729 > 600: all 600 sequences differ, so stack i + 1 is the i-th list (0 is the empty stack).
+  ASSERT_EQ(snap.stack_count(), 601u);
+  for (std::size_t i = 0; i < 600; ++i) {
+    ASSERT_EQ(events[i].stack, static_cast<StackId>(i + 1)) << i;
+    ASSERT_EQ(events[600 + i].stack, static_cast<StackId>(i + 1)) << i;
+    ASSERT_EQ(lines_of(snap, events[i].stack), lists[i]) << i;
+  }
+}
+
+// memo 0 = 7, memo 1 = 8, memo 2 = the list: 1,000 references (one to the list itself) in one
+// APPENDS, then 500 more in a second MARK ... APPENDS, as CPython batches a long list.
+TEST(ReferenceLists, ABatchedListWithASelfReferenceIsBuiltAsTheGenericPathBuildsIt) {
+  PickleWriter w;
+  w.mark().integer(7).memoize().integer(8).memoize().op('1');  // POP_MARK: the ints are only memoized
+  w.list().memoize().mark();
+  std::vector<std::int64_t> want;
+  for (int i = 0; i < 1000; ++i) {
+    if (i == 500) {
+      w.long_binget(2);
+      want.push_back(-1);
+      continue;
+    }
+    if (i % 2 == 0) w.binget(0);
+    else w.long_binget(1);
+    want.push_back(i % 2 == 0 ? 7 : 8);
+  }
+  w.appends().mark();
+  for (int i = 0; i < 500; ++i) {
+    w.long_binget(static_cast<std::uint32_t>(i % 2));
+    want.push_back(i % 2 == 0 ? 7 : 8);
+  }
+  w.appends().stop();
+  Document doc;
+  read_pickle(w.bytes(), doc, nullptr);
+  ASSERT_EQ(doc.root.kind, Kind::List);
+  std::vector<std::int64_t> got;
+  for (const Value& v : doc.items(doc.root)) {
+    if (v.kind == Kind::List) {
+      EXPECT_EQ(v.index, doc.root.index);  // the list itself
+      got.push_back(-1);
+    } else {
+      got.push_back(v.i);
+    }
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST(ReferenceLists, ABadReferenceIsReportedAtItsByte) {
+  PickleWriter w;
+  w.integer(7).memoize().list().memoize().mark().binget(0).long_binget(0);
+  const std::size_t bad_at = w.bytes().size();
+  w.binget(5).appends().stop();
+  std::string error;
+  try {
+    Document doc;
+    read_pickle(w.bytes(), doc, nullptr);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "malformed pickle at byte " + std::to_string(bad_at) + ": memo entry 5 is read before it was written; " +
+                       std::string(kRecaptureRemedy));
+}
+
+}  // namespace
+}  // namespace memsnap
