@@ -125,6 +125,8 @@ constexpr FactRule kRules[] = {
     {has("sglang/srt/mem_cache/"), kAny, kKvCacheCode, "SGLang's memory pool"},
     {ends("transformers/cache_utils.py"), kAny, kKvCacheCode, "Hugging Face caches (DynamicCache, StaticCache)"},
     {kAny, has("past_key_value"), kKvCacheCode, "code that builds past_key_values"},
+    {has("flexgen/"), is("init_cache_one_gpu_batch"), kKvCacheCode, "FlexGen allocating a GPU batch's KV cache"},
+    {has("new_pack.py"), has("_and_pack"), kKvCacheCode, "KIVI quantizing and packing the KV cache (quant/new_pack.py)"},
     {kAny, has("at::autocast::cached_cast"), kAutocastCast, "autocast's cast cache"},
     {kAny, has("_scaled_dot_product_attention_math"), kAttentionMath, "SDPA's math (unfused) path"},
     {kAny, starts("at::native::softmax"), kAttentionMath, "softmax (the scores' probabilities)"},
@@ -141,6 +143,8 @@ constexpr FactRule kRules[] = {
     {has("megatron/core/distributed/param_and_grad_buffer.py"), kAny, kFrameworkBuffer, "Megatron's param and grad buffer"},
     {has("megatron/core/optimizer/distrib_optimizer.py"), kAny, kFrameworkBuffer, "Megatron's distributed optimizer"},
     {has("torch/distributed/fsdp/"), has("flat_param"), kFrameworkBuffer, "FSDP's flat parameters"},
+    {has("flexgen/"), is("init_weight_list"), kFrameworkBuffer, "FlexGen placing the weights (--percent)"},
+    {has("flexgen/"), is("load_weight"), kFrameworkBuffer, "FlexGen streaming offloaded weights to the GPU"},
     {has("/apex/optimizers/"), kAny, kOtherOptimizer, "apex's fused optimizers"},
     {has("/bitsandbytes/optim/"), kAny, kOtherOptimizer, "bitsandbytes' 8-bit optimizers"},
 
