@@ -276,8 +276,11 @@ std::string stackless_note(const MemoryBudget& b) {
     unknown += row.kind == Category::Unknown && row.source == KindSource::NoEvidence ? row.bytes : 0;
   }
   const auto percent = [&](std::uint64_t x) { return 100.0 * static_cast<double>(x) / static_cast<double>(b.live_bytes); };
-  // "all of it" rather than "100%", and no before-recording clause under 1% (never "0% was ...").
-  const auto share = [&](std::uint64_t x) { return x >= b.live_bytes ? std::string("all of it") : fmt::format("{:.0f}%", percent(x)); };
+  // "all of it" rather than "100%" ("almost all of it" when it only rounds to 100%), and no
+  // before-recording clause under 1% (never "0% was ...").
+  const auto share = [&](std::uint64_t x) {
+    return x >= b.live_bytes ? std::string("all of it") : percent(x) >= 99.5 ? std::string("almost all of it") : fmt::format("{:.0f}%", percent(x));
+  };
   std::string out;
   if (b.live_bytes > 0 && percent(before) >= 1) out += fmt::format("; {} was allocated before recording", share(before));
   if (2 * unknown >= b.live_bytes && b.live_bytes > 0) {

@@ -25,7 +25,7 @@ bool is_informative_op(FrameFacts facts) {
 // index_put_with_sort_kernel, reflection_pad2d_out_template).
 constexpr std::string_view kPlumbing[] = {
     "at::TensorIteratorBase::", "at::TensorIterator::", "at::TensorIteratorConfig::", "at::meta::", "at::native::resize_",
-    "at::detail::", "details::", "c10::", "std::", "__gnu_cxx::",
+    "at::native::_resize_output", "at::detail::", "details::", "c10::", "std::", "__gnu_cxx::",
 };
 
 bool is_plumbing(std::string_view name) {
@@ -34,11 +34,14 @@ bool is_plumbing(std::string_view name) {
 
 // "at::_ops::mul_Tensor::redispatch" -> "at::_ops::mul_Tensor": the aten op a dispatch stub calls,
 // the what of an op whose own frames are all plumbing (an elementwise op: TensorIterator and a
-// generated wrapper only). "" for other names.
+// generated wrapper only). "" for other names, and for the allocation factories an op calls
+// (empty, empty_strided, empty_like: clone's output is clone's memory).
 std::string aten_op(std::string_view name) {
   constexpr std::string_view kOps = "at::_ops::";
   if (!name.starts_with(kOps)) return "";
   const auto end = name.find("::", kOps.size());
+  const std::string_view op = name.substr(kOps.size(), end == std::string_view::npos ? std::string_view::npos : end - kOps.size());
+  if (op.find("empty") != std::string_view::npos) return "";
   return std::string(name.substr(0, end));
 }
 

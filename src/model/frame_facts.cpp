@@ -72,7 +72,7 @@ constexpr FactRule kRules[] = {
     {kAny, has("<unwind unsupported>"), kUninformative, "no native unwinding"},
     {kAny, has("execute_native_thread_routine"), kUninformative, "thread start-up"},
     {kAny, has("start_thread"), kUninformative, "thread start-up"},
-    {kAny, has("clone"), kUninformative, "thread start-up"},
+    {kAny, has("__clone"), kUninformative, "thread start-up (__clone, __clone3; not at::native::clone)"},
     {kAny, has("empty"), kUninformative, "a tensor factory (at::empty)"},
     {kAny, has("Allocator"), kUninformative, "an allocator (CUDACachingAllocator, CPUAllocator)"},
     {kAny, has("allocate"), kUninformative, "an allocator"},
@@ -148,8 +148,8 @@ constexpr FactRule kRules[] = {
     {has("/apex/optimizers/"), kAny, kOtherOptimizer, "apex's fused optimizers"},
     {has("/bitsandbytes/optim/"), kAny, kOtherOptimizer, "bitsandbytes' 8-bit optimizers"},
 
-    // ---- frames below the user's line that say nothing about what the memory is ----
-    {kAny, starts("c10::"), kBoilerplate, "c10 dispatch and kernel wrappers"},
+    // ---- frames below the user's line that say nothing about what the memory is (c10::, at::meta::,
+    //      TensorIterator and other C++ plumbing: analysis/site_what.cpp kPlumbing) ----
     {kAny, has("at::_ops::"), kBoilerplate, "operator dispatch stubs"},
     {kAny, has("torch::autograd::VariableType"), kBoilerplate, "autograd's dispatch wrappers"},
     {kAny, has("torch::autograd::THPVariable"), kBoilerplate, "Python bindings of tensor methods"},
@@ -158,7 +158,6 @@ constexpr FactRule kRules[] = {
     {kAny, has("wrapper_"), kBoilerplate, "generated kernel wrappers"},
     {kAny, has("create_out"), kBoilerplate, "structured kernels' output allocation"},
     {kAny, has("set_output_raw_strided"), kBoilerplate, "structured kernels' output allocation"},
-    {kAny, starts("at::meta::"), kBoilerplate, "structured kernels' shape functions"},
     {has("torch/utils/_device.py"), kAny, kBoilerplate, "the device context manager's __torch_function__"},
     {has("torch/nn/modules/module.py"), is("_call_impl"), kBoilerplate, "Module.__call__"},
     {has("torch/nn/modules/module.py"), is("_wrapped_call_impl"), kBoilerplate, "Module.__call__"},

@@ -168,6 +168,35 @@ TEST(SiteWhatPlumbing, C10AndStandardLibraryFramesArePassedOver) {
             "at::native::_to_copy");
 }
 
+TEST(SiteWhatPlumbing, AnOpsAllocationFactoryIsNotItsWhat) {
+  // x.clone(): empty_strided's stub is inner, clone is the op (and no thread start-up frame).
+  EXPECT_EQ(what_op_of({
+                {"c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"},
+                {"at::detail::empty_strided_cuda(c10::ArrayRef<long>, c10::ArrayRef<long>, c10::ScalarType)"},
+                {"at::_ops::empty_strided::redispatch(c10::DispatchKeySet, c10::ArrayRef<c10::SymInt>, c10::ArrayRef<c10::SymInt>)"},
+                {"at::_ops::empty_strided::call(c10::ArrayRef<c10::SymInt>, c10::ArrayRef<c10::SymInt>)"},
+                {"at::native::clone(at::Tensor const&, std::optional<c10::MemoryFormat>)"},
+                {"at::_ops::clone::call(at::Tensor const&, std::optional<c10::MemoryFormat>)"},
+            }),
+            "at::native::clone");
+  // Only factories' stubs: nothing names the op.
+  EXPECT_EQ(what_op_of({
+                {"c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"},
+                {"at::_ops::empty_memory_format::call(c10::ArrayRef<c10::SymInt>, std::optional<c10::ScalarType>)"},
+            }),
+            "");
+}
+
+TEST(SiteWhatPlumbing, OutputResizingNamesTheOp) {
+  EXPECT_EQ(what_op_of({
+                {"c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"},
+                {"bool at::native::_resize_output<long>(at::Tensor const&, c10::ArrayRef<long>)"},
+                {"at::native::resize_output(at::Tensor const&, c10::ArrayRef<long>)"},
+                {"at::native::index_select_out_cuda(at::Tensor const&, long, at::Tensor const&, at::Tensor&)"},
+            }),
+            "at::native::index_select_out_cuda");
+}
+
 TEST(SiteWhatPlumbing, NoInformativeFrameAndNoStubLeavesTheWhatEmpty) {
   EXPECT_EQ(what_op_of({
                 {"c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"},
@@ -226,6 +255,16 @@ TEST(BudgetSentence, EverythingBeforeRecordingIsAllOfIt) {
   EXPECT_EQ(budget_sentence(b),
             "At the end 128.00 MiB is live on device 0: optimizer state 64.00 MiB, parameters 32.00 MiB, gradients 32.00 MiB (16 bytes "
             "a parameter: fp32 weights, gradients and two AdamW moments); all of it was allocated before recording.");
+}
+
+TEST(BudgetSentence, AShareThatOnlyRoundsToAHundredIsAlmostAll) {
+  // 999 MiB of 1000 MiB has no stack and no evidence; 1 MiB of unknown kind has a stack.
+  MemoryBudget b = budget(BudgetMoment::End, {row(Category::Unknown, 999 * MiB, Provenance::BeforeWindow, KindSource::NoEvidence),
+                                              row(Category::Unknown, 1 * MiB, Provenance::InWindow, KindSource::StackRule)});
+  b.stackless_sizes = {{999 * MiB, 1}};
+  EXPECT_EQ(budget_sentence(b),
+            "At the end 1000.00 MiB is live on device 0, all of unknown kind; almost all of it was allocated before recording; almost "
+            "all of it has no stack and matches no known set (1 x 999.00 MiB).");
 }
 
 TEST(BudgetSentence, OneKindIsSaidOnce) {
