@@ -79,6 +79,10 @@ Measures measure(const Snapshot& s, const Replay& r) {
     }
   }
   m.budgets = memory_budgets(s, r.timelines, m.totals);
+  m.view = default_view(m.budgets);
+  for (const auto& t : r.timelines) {
+    if (t.device == m.view.device && t.device != m.peak_device && t.peak_allocated) m.sites_at_view_peak = attribute(t.live_at_peak, site_cache);
+  }
   m.phases = find_all_phases(s, r.timelines);
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));

@@ -18,6 +18,7 @@
 #include "analysis/timeline.h"
 #include "analysis/totals.h"
 #include "analysis/trace_summary.h"
+#include "analysis/view_device.h"
 #include "model/load.h"
 
 namespace memsnap {
@@ -47,6 +48,8 @@ struct Measures {
   std::vector<Site> sites;          // all live sites, largest first; categories settled before conclude
   std::vector<Site> sites_at_peak;  // on the device with the highest peak
   std::int64_t peak_device = -1;
+  DefaultView view;                 // the device the default views show (view_device.h)
+  std::vector<Site> sites_at_view_peak;  // live at view.device's peak when that is not peak_device
   std::vector<PoolStreamFree> pools;
   std::vector<PoolTotals> memory_pools;  // reserved by (device, memory pool)
   HostMemoryReport host;                 // pinned host memory, apart from the devices

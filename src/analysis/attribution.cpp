@@ -111,7 +111,7 @@ std::vector<LiveItem> live_blocks(const Snapshot& s, std::int64_t device) {
     if (device >= 0 && seg.device != device) continue;
     for (std::uint32_t i = 0; i < seg.block_count; ++i) {
       const Block& b = s.blocks[seg.first_block + i];
-      if (b.state == BlockState::ActiveAllocated) items.push_back({b.stack, b.size, b.requested_size});
+      if (b.state == BlockState::ActiveAllocated) items.push_back({b.stack, b.size, b.requested_size, Provenance::InWindow, seg.device});
     }
   }
   return items;
@@ -162,9 +162,13 @@ std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& item
 }
 
 std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache) {
-  // Stacks repeat a lot: look each stack's site up once.
-  std::unordered_map<StackId, std::size_t> site_of_stack;
-  std::unordered_map<std::uint64_t, std::size_t> site_index;  // frame id + 1 (0 = no stack)
+  // Stacks repeat a lot: look each (device, stack)'s site up once. Items come device by device,
+  // so the maps are per device and start again when the device changes.
+  std::unordered_map<std::int64_t, std::unordered_map<StackId, std::size_t>> site_of_stack_by_device;
+  std::unordered_map<std::int64_t, std::unordered_map<std::uint64_t, std::size_t>> site_index_by_device;  // frame id + 1 (0 = no stack)
+  std::int64_t device = 0;
+  std::unordered_map<StackId, std::size_t>* site_of_stack = nullptr;
+  std::unordered_map<std::uint64_t, std::size_t>* site_index = nullptr;
   // Per site and category: the bytes, and the largest allocation (stack, bytes).
   constexpr std::size_t kKinds = EnumNames<Category>::names.size();
   struct Kinds {
@@ -176,14 +180,22 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   std::uint64_t total = 0;
   for (const LiveItem& item : items) {
     total += item.bytes;
+    if (!site_of_stack || item.device != device) {
+      device = item.device;
+      site_of_stack = &site_of_stack_by_device[device];
+      site_index = &site_index_by_device[device];
+    }
     std::size_t idx;
-    if (auto it = site_of_stack.find(item.stack); it != site_of_stack.end()) {
+    if (auto it = site_of_stack->find(item.stack); it != site_of_stack->end()) {
       idx = it->second;
     } else {
-      auto [pos, inserted] = site_index.emplace(cache.key(item.stack), sites.size());
-      if (inserted) sites.push_back(cache.describe(item.stack));
+      auto [pos, inserted] = site_index->emplace(cache.key(item.stack), sites.size());
+      if (inserted) {
+        sites.push_back(cache.describe(item.stack));
+        sites.back().device = device;
+      }
       idx = pos->second;
-      site_of_stack.emplace(item.stack, idx);
+      site_of_stack->emplace(item.stack, idx);
     }
     Site& site = sites[idx];
     site.bytes += item.bytes;
@@ -211,7 +223,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   }
   for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
   std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site != b.site ? a.site < b.site : a.device < b.device;
   });
   return sites;
 }

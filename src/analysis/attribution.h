@@ -63,6 +63,7 @@ Category categorize_stack(const Snapshot& snapshot, StackId stack);
 
 struct Site {
   bool no_stack = false;    // the "[no stack recorded]" bucket
+  std::int64_t device = -1; // the device of its blocks: a site is per device (-1: none, e.g. pinned host memory)
   FrameId frame = 0;        // the chosen frame (when !no_stack)
   FrameKind kind = FrameKind::Native;
   std::string site;         // "file:line", or "[no stack recorded]"
@@ -92,6 +93,7 @@ struct LiveItem {
   std::uint64_t bytes = 0;
   std::uint64_t requested = 0;
   Provenance provenance = Provenance::InWindow;
+  std::int64_t device = -1;  // its device (-1: none)
 };
 
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
@@ -118,7 +120,8 @@ class SiteCache {
   std::unordered_map<StackId, Entry> entries_;
 };
 
-// Groups items by site, largest first; blocks without a stack form the "[no stack recorded]" site.
+// Groups items by site and device, largest first (a line that allocates on two devices is two
+// sites); blocks without a stack form the "[no stack recorded]" site of their device.
 std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache);
 std::vector<Site> attribute(const Snapshot& snapshot, const std::vector<LiveItem>& items);
 

@@ -16,6 +16,8 @@ constexpr FrameMatch kVllm[] = {{has("vllm/"), kAny}};
 constexpr FrameMatch kSglang[] = {{has("sglang/"), kAny}};
 constexpr FrameMatch kHfCache[] = {{ends("transformers/cache_utils.py"), kAny}};
 constexpr FrameMatch kPastKeyValues[] = {{kAny, has("past_key_value")}};
+constexpr FrameMatch kFlexGen[] = {{has("flexgen/"), kAny}};
+constexpr FrameMatch kKivi[] = {{has("new_pack.py"), kAny}};
 constexpr FrameMatch kAnyFrame[] = {{kAny, kAny}};
 constexpr FrameMatch kSdpaMath[] = {{kAny, has("_scaled_dot_product_attention_math")}};
 constexpr FrameMatch kBlasWorkspace[] = {{kAny, has("Workspace")}};
@@ -46,6 +48,17 @@ constexpr KnownAllocator kTable[] = {
     {"hf_kv_cache", kKvCacheCode, kHfCache, 0, Category::KvCache, "Hugging Face KV cache (DynamicCache)", kKvNote,
      "a StaticCache (cache_implementation=\"static\") or a quantized cache; fewer max_new_tokens or a smaller batch",
      "/usr/lib/python3.10/site-packages/transformers/cache_utils.py", "update"},
+    {"flexgen_kv_cache", kKvCacheCode, kFlexGen, 0, Category::KvCache, "FlexGen KV cache",
+     "FlexGen allocates each GPU batch's keys and values for the whole prompt + generated length up front (fp16, "
+     "(prompt_len + gen_len - 1) x gpu_batch_size x heads x head_dim per layer); the share of the cache on the GPU is "
+     "cache_gpu_percent of --percent, the rest is on the CPU or disk",
+     "--percent (the cache's GPU share), --compress-cache (4-bit groups), --gpu-batch-size / --num-gpu-batches",
+     "/usr/lib/python3.10/site-packages/flexgen/pytorch_backend.py", "init_cache_one_gpu_batch"},
+    {"kivi_kv_cache", kKvCacheCode, kKivi, 0, Category::KvCache, "KIVI quantized KV cache",
+     "KIVI keeps the keys quantized per channel and the values per token (2 or 4 bits packed into int32, with an fp16 "
+     "scale and minimum per group) and the newest residual_length tokens in full precision: about 1/8 of an fp16 "
+     "cache at 2 bits, plus the residual",
+     "k_bits / v_bits, group_size, residual_length", "/home/user/KIVI/quant/new_pack.py", "triton_quantize_and_pack_along_last_dim"},
     {"past_key_values", kKvCacheCode, kPastKeyValues, 0, Category::KvCache, "past_key_values (KV cache)", kKvNote,
      "use_cache=False when no generation follows; fewer generated tokens", "/home/user/project/model.py",
      "_update_past_key_values"},
@@ -78,6 +91,12 @@ constexpr KnownAllocator kTable[] = {
      "parameter",
      "reshard_after_forward / FULL_SHARD, smaller units (auto_wrap_policy), limit_all_gathers=True",
      "/usr/lib/python3.10/site-packages/torch/distributed/fsdp/_flat_param.py", "_alloc_padded_unsharded_flat_param"},
+    {"flexgen_weights", kFrameworkBuffer, kFlexGen, 0, Category::Parameter, "FlexGen weights (GPU share and streamed layers)",
+     "FlexGen places every weight on the GPU, the CPU or disk by w_gpu_percent / w_cpu_percent of --percent "
+     "(init_weight_list) and copies an offloaded layer's weights to the GPU while it runs (load_weight), so beside the "
+     "resident share the weights of the layers in flight are on the GPU",
+     "--percent (the weights' GPU share), --compress-weight (4-bit groups), --pin-weight, --overlap",
+     "/usr/lib/python3.10/site-packages/flexgen/flex_opt.py", "init_weight_list"},
     {"megatron_grad_buffer", kFrameworkBuffer, kMegatronGrads, 0, Category::Gradient, "Megatron param-and-grad buffer",
      "Megatron's DDP puts all gradients in one contiguous buffer (fp32 unless grad_reduce_in_fp32 is off) and, with the "
      "distributed optimizer, the parameters in another; the buckets of these buffers are the all-reduce / "

@@ -276,14 +276,61 @@ std::string stackless_note(const MemoryBudget& b) {
     unknown += row.kind == Category::Unknown && row.source == KindSource::NoEvidence ? row.bytes : 0;
   }
   const auto percent = [&](std::uint64_t x) { return 100.0 * static_cast<double>(x) / static_cast<double>(b.live_bytes); };
+  // "all of it" rather than "100%" ("almost all of it" when it only rounds to 100%), and no
+  // before-recording clause under 1% (never "0% was ...").
+  const auto share = [&](std::uint64_t x) {
+    return x >= b.live_bytes ? std::string("all of it") : percent(x) >= 99.5 ? std::string("almost all of it") : fmt::format("{:.0f}%", percent(x));
+  };
   std::string out;
-  if (before > 0 && b.live_bytes > 0) out += fmt::format("; {:.0f}% was allocated before recording", percent(before));
+  if (b.live_bytes > 0 && percent(before) >= 1) out += fmt::format("; {} was allocated before recording", share(before));
   if (2 * unknown >= b.live_bytes && b.live_bytes > 0) {
     SizeCounts sizes;
     for (const SizeGroup& g : b.stackless_sizes) sizes[g.size] = g.count;
-    out += fmt::format("; {:.0f}% has no stack and matches no known set ({})", percent(unknown), size_groups_text(sizes));
+    out += fmt::format("; {} has no stack and matches no known set ({})", share(unknown), size_groups_text(sizes));
   }
   return out;
+}
+
+// A kind in the budget sentence, as an expert names it ("activations", "KV cache").
+std::string kind_phrase(Category kind) {
+  switch (kind) {
+    case Category::Parameter: return "parameters";
+    case Category::Gradient: return "gradients";
+    case Category::OptimizerState: return "optimizer state";
+    case Category::Activation: return "activations";
+    case Category::Temporary: return "temporaries";
+    case Category::Communication: return "communication buffers";
+    case Category::KvCache: return "KV cache";
+    case Category::AutocastCopy: return "autocast weight copies";
+    case Category::Workspace: return "workspaces";
+    case Category::UserContainer: return "user containers";
+    case Category::Unknown: break;
+  }
+  return "unknown kind";
+}
+
+// "parameters 12.69 GiB, gradients 12.69 GiB, ..." (the five largest kinds, the rest together
+// unless it is one kind), or ", all activations" when one kind holds everything.
+std::string kinds_phrase(const std::array<std::uint64_t, kCategoryCount>& kinds) {
+  constexpr std::size_t kListed = 5;
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] > 0) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return kinds[x] > kinds[y]; });
+  if (order.size() == 1) {
+    const auto only = static_cast<Category>(order.front());
+    return only == Category::Unknown ? ", all of unknown kind" : ", all " + kind_phrase(only);
+  }
+  const std::size_t listed = order.size() == kListed + 1 ? order.size() : std::min(order.size(), kListed);
+  std::string parts;
+  for (std::size_t i = 0; i < listed; ++i) {
+    parts += fmt::format("{}{} {}", i ? ", " : ": ", kind_phrase(static_cast<Category>(order[i])), format_bytes(kinds[order[i]]));
+  }
+  std::uint64_t rest = 0;
+  for (std::size_t i = listed; i < order.size(); ++i) rest += kinds[order[i]];
+  if (rest > 0) parts += fmt::format(", {} other kinds {}", order.size() - listed, format_bytes(rest));
+  return parts;
 }
 
 }  // namespace
@@ -363,20 +410,8 @@ const MemoryBudget* main_budget(const std::vector<MemoryBudget>& budgets) {
 
 std::string budget_sentence(const MemoryBudget& b) {
   const auto kinds = bytes_by_kind(b);
-  std::vector<std::size_t> order;
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
-    if (kinds[k] > 0) order.push_back(k);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return kinds[x] > kinds[y]; });
-  std::string parts;
-  for (std::size_t i = 0; i < order.size() && i < 5; ++i) {
-    parts += fmt::format("{}{} {}", i ? ", " : "", kind_text(static_cast<Category>(order[i])), format_bytes(kinds[order[i]]));
-  }
-  std::uint64_t rest = 0;
-  for (std::size_t i = 5; i < order.size(); ++i) rest += kinds[order[i]];
-  if (rest > 0) parts += fmt::format(", other {}", format_bytes(rest));
-  return fmt::format("{} {} is live on device {}: {}{}{}.", capitalized(moment_text(b)), format_bytes(b.live_bytes), b.device, parts,
-                     per_parameter_note(kinds), stackless_note(b));
+  return fmt::format("{} {} is live on device {}{}{}{}.", capitalized(moment_text(b)), format_bytes(b.live_bytes), b.device,
+                     kinds_phrase(kinds), per_parameter_note(kinds), stackless_note(b));
 }
 
 }  // namespace memsnap

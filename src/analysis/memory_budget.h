@@ -84,7 +84,8 @@ std::string moment_text(const MemoryBudget& budget);
 // the highest peak, else the end of the device with the most live memory; null when there is none.
 const MemoryBudget* main_budget(const std::vector<MemoryBudget>& budgets);
 
-// The budget in one sentence: "At the peak 50.9 GiB is live on device 0: parameter 12.8 GiB, ...".
+// The budget in one sentence: "At the peak 50.9 GiB is live on device 0: optimizer state 25.4 GiB,
+// parameters 12.8 GiB, ..." (plural kinds; "all of it" for 100%; no before-recording clause under 1%).
 std::string budget_sentence(const MemoryBudget& budget);
 
 }  // namespace memsnap

@@ -260,7 +260,7 @@ std::vector<LiveItem> live_items(const DeviceTimeline& t, const std::vector<std:
   out.reserve(lifetimes.size());
   for (std::size_t k : lifetimes) {
     const Lifetime& l = t.lifetimes[k];
-    out.push_back({allocating_stack(l), l.size, l.size, provenance_of(l)});
+    out.push_back({allocating_stack(l), l.size, l.size, provenance_of(l), t.device});
   }
   return out;
 }
@@ -284,7 +284,7 @@ std::vector<LiveItem> final_live_items(const Snapshot& s, const std::vector<Devi
       const Block& b = s.blocks[k];
       if (b.state != BlockState::ActiveAllocated) continue;
       const Provenance p = !has_trace ? Provenance::NoTrace : seen[k] == 2 ? Provenance::InWindow : Provenance::BeforeWindow;
-      items.push_back({b.stack, b.size, b.requested_size, p});
+      items.push_back({b.stack, b.size, b.requested_size, p, seg.device});
     }
   }
   return items;

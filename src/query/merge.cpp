@@ -63,6 +63,7 @@ Site site_from(const Json& j) {
   s.file = j.at("file").get<std::string>();
   s.line = j.at("line").get<std::int64_t>();
   s.function = j.at("function").get<std::string>();
+  s.device = j.contains("device") && j["device"].is_number_integer() ? j["device"].get<std::int64_t>() : -1;
   s.bytes = j.at("bytes").get<std::uint64_t>();
   s.requested = j.at("requested").get<std::uint64_t>();
   s.blocks = j.at("blocks").get<std::uint64_t>();
@@ -87,7 +88,8 @@ Site site_from(const Json& j) {
   return s;
 }
 
-// A site of rank_summary's compact lists: [site, file, line, function, category, bytes, blocks].
+// A site of rank_summary's compact lists: [site, file, line, function, category, bytes, blocks, device]
+// (reports before the device have 7 elements).
 Site compact_site_from(const Json& j) {
   Site s;
   s.site = j.at(0).get<std::string>();
@@ -97,6 +99,7 @@ Site compact_site_from(const Json& j) {
   s.category = category_from(j.at(4).get<std::string>());
   s.bytes = j.at(5).get<std::uint64_t>();
   s.blocks = j.at(6).get<std::uint64_t>();
+  s.device = j.size() > 7 && j.at(7).is_number_integer() ? j.at(7).get<std::int64_t>() : -1;
   s.no_stack = s.site == "[no stack recorded]";
   return s;
 }

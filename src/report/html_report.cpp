@@ -436,7 +436,31 @@ void fit_blocks(std::vector<MapRow>& rows, std::size_t max_blocks) {
   }
 }
 
-ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions& o) {
+std::uint64_t free_bytes(const MapRow& r) {
+  std::uint64_t free = 0;
+  for (const MapBlock& b : r.blocks) free += b.state == kInactive ? b.size : 0;
+  return free;
+}
+
+// The large free segments first: the default view's device (when the map has several), then the
+// most free (inactive) bytes, then the largest segment, then by address.
+void order_segment_rows(std::vector<MapRow>& rows, std::int64_t view_device) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  keyed.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) keyed.emplace_back(free_bytes(rows[i]), i);
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+    const MapRow& a = rows[x.second];
+    const MapRow& b = rows[y.second];
+    const bool a_other = a.device != view_device, b_other = b.device != view_device;
+    return std::tie(a_other, y.first, b.size, a.device, a.address) < std::tie(b_other, x.first, a.size, b.device, b.address);
+  });
+  std::vector<MapRow> out;
+  out.reserve(rows.size());
+  for (const auto& [free, i] : keyed) out.push_back(std::move(rows[i]));
+  rows = std::move(out);
+}
+
+ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions& o, std::int64_t view_device) {
   ojson j;
   std::uint64_t reserved = 0, live = 0, inactive = 0, largest_inactive = 0;
   for (const MapRow& r : rows) {
@@ -460,9 +484,7 @@ ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions&
     for (std::size_t i = o.max_segments; i < rows.size(); ++i) hidden += rows[i].size;
     rows.resize(o.max_segments);
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const MapRow& a, const MapRow& b) {
-    return std::tie(a.device, b.is_large, a.stream, a.address) < std::tie(b.device, a.is_large, b.stream, b.address);
-  });
+  order_segment_rows(rows, view_device);
   fit_blocks(rows, o.max_blocks);
   j["segments_shown"] = rows.size();
   j["bytes_hidden"] = hidden;
@@ -486,7 +508,7 @@ ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions&
 ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const HtmlOptions& o) {
   auto maps = ojson::array();
   ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
-  end.update(segment_map(final_rows(s, sites), sites, o));
+  end.update(segment_map(final_rows(s, sites), sites, o, a.view.device));
   maps.push_back(std::move(end));
   // The newest OOMs with a trace, replayed per device.
   std::vector<std::size_t> chosen;
@@ -509,7 +531,7 @@ ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const
                  {"device", device},
                  {"oom", i},
                  {"replayed", true}};
-      m.update(segment_map(replayed_rows(layouts[k], device, sites), sites, o));
+      m.update(segment_map(replayed_rows(layouts[k], device, sites), sites, o, device));
       out.emplace(i, std::move(m));
     }
   }

@@ -50,6 +50,7 @@ nlohmann::ordered_json site_json(const Site& site, const Snapshot* snapshot) {
   j["file"] = site.file;
   j["line"] = site.line;
   j["function"] = site.function;
+  j["device"] = site.device >= 0 ? nlohmann::ordered_json(site.device) : nlohmann::ordered_json(nullptr);
   j["bytes"] = site.bytes;
   j["requested"] = site.requested;
   j["blocks"] = site.blocks;
@@ -152,12 +153,13 @@ nlohmann::ordered_json next_step_kinds(const Analysis& a) {
   return kinds;
 }
 
-// The sites after the first `from` as [site, file, line, function, category, bytes, blocks].
+// The sites after the first `from` as [site, file, line, function, category, bytes, blocks, device].
 nlohmann::ordered_json compact_sites(const std::vector<Site>& sites, std::size_t from) {
   auto arr = nlohmann::ordered_json::array();
   for (std::size_t i = from; i < sites.size(); ++i) {
     const Site& x = sites[i];
-    arr.push_back({x.site, x.file, x.line, x.function, category_name(x.category), x.bytes, x.blocks});
+    arr.push_back({x.site, x.file, x.line, x.function, category_name(x.category), x.bytes, x.blocks,
+                   x.device >= 0 ? nlohmann::ordered_json(x.device) : nlohmann::ordered_json(nullptr)});
   }
   return arr;
 }
@@ -253,6 +255,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const auto& t : a.timelines) timelines.push_back(timeline_json(t, limits::kMaxListedAnnotations / std::max<std::size_t>(1, a.timelines.size())));
   j["timeline"] = timelines;
   j["peak"] = {{"device", a.peak_device}, {"top_sites", sites_json(a.sites_at_peak, a.options.top, &s)}};
+  j["default_view"] = {{"device", a.view.device >= 0 ? nlohmann::ordered_json(a.view.device) : nlohmann::ordered_json(nullptr)},
+                       {"reason", name_of(a.view.reason)}};
   j["budget"] = budget_json(a.budgets);
   j["pools"] = pools_json(a.pools);
   j["memory_pools"] = memory_pools_json(a.memory_pools);

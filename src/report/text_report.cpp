@@ -88,15 +88,21 @@ std::string no_stack_label(const Site& s) {
   return before == s.bytes ? "[no stack recorded: allocated before recording]" : "[no stack recorded]";
 }
 
-void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top) {
+// A site's device, as a column when the snapshot has several devices.
+std::string device_column(const Site& s, bool show_device) {
+  if (!show_device) return "";
+  return s.device >= 0 ? fmt::format("dev {}  ", s.device) : std::string("dev -  ");
+}
+
+void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top, bool show_device) {
   if (sites.empty()) {
     out += "  (no live allocations)\n";
     return;
   }
   for (std::size_t i = 0; i < sites.size() && i < top; ++i) {
     const Site& s = sites[i];
-    out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
-                       s.no_stack ? no_stack_label(s) : category_name(s.category));
+    out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}{}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
+                       device_column(s, show_device), s.no_stack ? no_stack_label(s) : category_name(s.category));
     if (s.no_stack) continue;
     out += wrap(s.site + " in " + s.function + (s.via_forward_frames ? " (forward line of a backward allocation, from forward_frames)" : ""),
                 "      at ", "         ");
@@ -154,15 +160,17 @@ void timeline_section(std::string& out, const Analysis& a) {
                 "  ", "    ");
     for (std::size_t i = 0; i < o.sites_before.size() && i < 3; ++i) out += brief_site_line("    held then: ", o.sites_before[i]);
   }
+  // The default view's device: the OOM device, else the highest peak (analysis/view_device.h).
+  const bool other_device = a.view.device >= 0 && a.view.device != a.peak_device;
+  const std::int64_t device = other_device ? a.view.device : a.peak_device;
+  const std::vector<Site>& peak_sites = other_device ? a.sites_at_view_peak : a.sites_at_peak;
   const bool peak_shown = std::any_of(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& t) {
-    return t.device == a.peak_device && peak_certainty(t) != PeakCertainty::TooShort;
+    return t.device == device && peak_certainty(t) != PeakCertainty::TooShort;
   });
-  if (!a.sites_at_peak.empty() && peak_shown) {
-    out += fmt::format("  Live at the peak (device {}):\n", a.peak_device);
-    for (std::size_t i = 0; i < a.sites_at_peak.size() && i < 5; ++i) {
-      const Site& s = a.sites_at_peak[i];
-      out += brief_site_line("    ", s);
-    }
+  if (!peak_sites.empty() && peak_shown) {
+    out += fmt::format("  Live at the peak ({}):\n", a.timelines.size() > 1 && a.view.device == device ? view_device_text(a.view)
+                                                                                                       : fmt::format("device {}", device));
+    for (std::size_t i = 0; i < peak_sites.size() && i < 5; ++i) out += brief_site_line("    ", peak_sites[i]);
   }
 }
 
@@ -200,7 +208,7 @@ std::string text_report(const ReportInput& in) {
   memory_pools_text(out, a.memory_pools);
   budget_text_section(out, a);
   out += "\nWhere the live memory was allocated\n";
-  sites_section(out, a.sites, a.options.top);
+  sites_section(out, a.sites, a.options.top, a.totals.devices.size() > 1);
   out += "\nFree timeline\n";
   timeline_section(out, a);
   host_memory_text(out, a.host, a.options.top);

@@ -185,6 +185,50 @@ async function inspect(context, htmlPath, report, name, expectCharts) {
           end.live === report.totals.allocated + report.totals.pending_free && end.segments_total === report.totals.segments,
           `${name}: the final segment map holds the report's segments, reserved and inactive bytes`);
   }
+  // The timeline's labels (peaks, OOMs, annotations, steps) never overlap, also after a zoom.
+  if (plots && plots.devices.length) {
+    const overlaps = async () => page.evaluate(() => {
+      const shown = ((window.memsnapReport.labels || {}).timeline || []).filter((l) => l.shown);
+      const hit = [];
+      for (let i = 0; i < shown.length; i++) {
+        for (let j = i + 1; j < shown.length; j++) {
+          const a = shown[i].box, b = shown[j].box;
+          if (a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]) hit.push(`${shown[i].text} / ${shown[j].text}`);
+        }
+      }
+      return { shown: shown.length, hit };
+    });
+    const before = await overlaps();
+    check(before.shown > 0 && before.hit.length === 0,
+          `${name}: ${before.shown} timeline labels, none overlapping${before.hit.length ? `: ${before.hit.slice(0, 3).join('; ')}` : ''}`);
+    await page.evaluate(() => window.memsnapReport.charts.timeline.dispatchAction({ type: 'dataZoom', start: 20, end: 60 }));
+    const after = await overlaps();
+    check(after.hit.length === 0, `${name}: zoomed, ${after.shown} timeline labels, none overlapping`);
+    await page.evaluate(() => window.memsnapReport.charts.timeline.dispatchAction({ type: 'dataZoom', start: 0, end: 100 }));
+    // The default views show the OOM device, else the highest peak (report.default_view).
+    const view = report.default_view.device;
+    const bySite = await page.evaluate(() => {
+      const sel = document.querySelector('#by-site select');
+      return sel ? Number(sel.value) : 0;
+    });
+    check(plots.devices[bySite].device === view, `${name}: live memory by site shows device ${view} (${report.default_view.reason})`);
+    // The segment maps list the default view's device first, then the most free bytes, then the largest.
+    const free = (seg) => { let f = 0; for (let i = 0; i + 3 < seg.blocks.length; i += 4) if (seg.blocks[i + 2] === 2) f += seg.blocks[i + 1]; return f; };
+    let ordered = true;
+    for (const map of plots.segment_maps) {
+      const first = map.device === null ? view : map.device;
+      for (let i = 1; i < map.segments.length; i++) {
+        const a = map.segments[i - 1], b = map.segments[i];
+        const ka = [a.device !== first, -free(a), -a.size], kb = [b.device !== first, -free(b), -b.size];
+        if (ka[0] > kb[0] || (ka[0] === kb[0] && (ka[1] > kb[1] || (ka[1] === kb[1] && ka[2] > kb[2])))) ordered = false;
+      }
+    }
+    check(ordered, `${name}: segment maps list the most free bytes first`);
+  }
+  if (report.devices.length > 1) {
+    const headers = await page.locator('#sites table').first().locator('th').allTextContents();
+    check(headers.includes('Device'), `${name}: the top sites table has a Device column`);
+  }
   check(errors.length === 0, `${name}: no console errors${errors.length ? `: ${errors.slice(0, 5).join(' | ')}` : ''}`);
   check(requests.length === 0, `${name}: no network requests${requests.length ? `: ${requests.slice(0, 3).join(' ')}` : ''}`);
   const shot = path.join(opt.artifacts, `${name}.png`);

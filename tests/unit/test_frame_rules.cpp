@@ -187,6 +187,15 @@ std::vector<StackCase> known_allocator_cases() {
        {{pkg("torch/nn/modules/linear.py"), "forward"},
         {pkg("torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py"), "forward"}, kUser},
        2, Category::Communication, ""},
+      {"FlexGen KV cache",
+       {{pkg("flexgen/pytorch_backend.py"), "allocate"}, {pkg("flexgen/pytorch_backend.py"), "init_cache_one_gpu_batch"}, kUser}, 2,
+       Category::KvCache, "flexgen_kv_cache", "flexgen/pytorch_backend.py:init_cache_one_gpu_batch"},
+      {"FlexGen placing weights", {{pkg("flexgen/pytorch_backend.py"), "allocate"}, {pkg("flexgen/flex_opt.py"), "init_weight_list"}, kUser},
+       2, Category::Parameter, "flexgen_weights"},
+      {"FlexGen streaming weights", {{pkg("flexgen/pytorch_backend.py"), "copy"}, {pkg("flexgen/flex_opt.py"), "load_weight"}, kUser}, 2,
+       Category::Parameter, "flexgen_weights"},
+      {"KIVI from its clone", {{"/home/me/KIVI/quant/new_pack.py", "triton_quantize_and_pack_along_last_dim"}, {"/home/me/KIVI/models/llama_kivi.py", "forward"}},
+       0, Category::KvCache, "kivi_kv_cache"},
       {"plain memory matches no entry", {fwd}, 0, Category::Activation, "", ""},
   };
 }

@@ -95,8 +95,8 @@ TEST(MemoryBudget, FourCopiesOfOneSetWithoutATraceAreWeightsGradientsAndTwoMomen
       << testing::PrintToString(end.evidence);
   EXPECT_TRUE(has_evidence(end, "256.00 MiB of the stack-less memory is 4 copies of one set of 28 blocks (64.00 MiB each)"));
   EXPECT_EQ(a.headline,
-            "At the end 278.00 MiB is live on device 0: optimizer state 128.00 MiB, parameter 64.00 MiB, gradient 64.00 MiB, "
-            "unknown 22.00 MiB (16 bytes a parameter: fp32 weights, gradients and two AdamW moments).");
+            "At the end 278.00 MiB is live on device 0: optimizer state 128.00 MiB, parameters 64.00 MiB, gradients 64.00 MiB, "
+            "unknown kind 22.00 MiB (16 bytes a parameter: fp32 weights, gradients and two AdamW moments).");
 }
 
 TEST(MemoryBudget, StacklessSizesThatMatchNothingAreUnknownAndSaidSo) {
@@ -109,7 +109,7 @@ TEST(MemoryBudget, StacklessSizesThatMatchNothingAreUnknownAndSaidSo) {
   EXPECT_EQ(end.rows[0].bytes, 30 * MiB);
   EXPECT_EQ(end.rows[0].blocks, 6u);
   EXPECT_TRUE(has_evidence(end, "the stack-less sizes match no gradient set and no multiple of one set: their kind is unknown"));
-  EXPECT_EQ(a.headline, "At the end 30.00 MiB is live on device 0: unknown 30.00 MiB; 100% has no stack and matches no known set "
+  EXPECT_EQ(a.headline, "At the end 30.00 MiB is live on device 0, all of unknown kind; all of it has no stack and matches no known set "
                         "(3 x 5.00 MiB, 1 x 9.00 MiB, 2 x 3.00 MiB).");
 }
 

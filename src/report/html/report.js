@@ -65,6 +65,51 @@
       return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
     });
   }
+  // The device the default views show (report.default_view: the OOM device, else the highest peak).
+  function viewDevice() { var v = report.default_view || {}; return v.device === undefined ? null : v.device; }
+  function viewReason() {
+    var r = (report.default_view || {}).reason;
+    return r === 'oom' ? 'the OOM device' : r === 'highest_peak' ? 'the highest peak' : r === 'most_live' ? 'the most live memory' : '';
+  }
+  function viewIndex(devices) {
+    var want = viewDevice();
+    for (var i = 0; i < devices.length; i++) if (devices[i].device === want) return i;
+    return 0;
+  }
+
+  // Label layout: each label is a w x h box anchored at (x, y) on one side of its point ('top',
+  // 'right', 'left' or 'bottom', `distance` pixels away) and may move by one of its `shifts`
+  // ([dx, dy] pixels, tried in order); it takes the first shift whose box stays inside `bounds` and
+  // overlaps no label placed before it. A label that fits nowhere is hidden: its full text stays in
+  // the tooltip. Returns, per label, the index of its shift or -1.
+  function labelBox(l, shift) {
+    var d = l.distance || 0, x = l.x + shift[0], y = l.y + shift[1];
+    if (l.side === 'right') return [x + d, y - l.h / 2, x + d + l.w, y + l.h / 2];
+    if (l.side === 'left') return [x - d - l.w, y - l.h / 2, x - d, y + l.h / 2];
+    if (l.side === 'bottom') return [x - l.w / 2, y + d, x + l.w / 2, y + d + l.h];
+    return [x - l.w / 2, y - d - l.h, x + l.w / 2, y - d];
+  }
+  function boxesOverlap(a, b) { return a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]; }
+  function layoutLabels(labels, bounds) {
+    var placed = [];
+    return labels.map(function (l) {
+      for (var k = 0; k < l.shifts.length; k++) {
+        var box = labelBox(l, l.shifts[k]);
+        var inside = !bounds || (box[0] >= bounds[0] && box[1] >= bounds[1] && box[2] <= bounds[2] && box[3] <= bounds[3]);
+        if (inside && !placed.some(function (p) { return boxesOverlap(p, box); })) { placed.push(box); return k; }
+      }
+      return -1;
+    });
+  }
+  var measureCtx = null;
+  function textWidth(text, font) {
+    if (!measureCtx) measureCtx = document.createElement('canvas').getContext('2d');
+    measureCtx.font = font;
+    return Math.ceil(measureCtx.measureText(text).width);
+  }
+  function clip(text, n) { return text.length > n ? text.slice(0, n - 1) + '\u2026' : text; }
+  state.layoutLabels = layoutLabels;  // for tests
+
   function basename(path) { var i = String(path).lastIndexOf('/'); return i < 0 ? String(path) : String(path).slice(i + 1); }
   function shortSite(site) { return site.indexOf('[') === 0 ? site : basename(site); }
   function deviceName(d) { return 'cuda:' + d; }
@@ -262,95 +307,169 @@
     });
   }
 
+  var POINT_FONT = '600 12px system-ui, "DejaVu Sans", sans-serif';
+  var MARK_FONT = '10px system-ui, "DejaVu Sans", sans-serif';
+  var POINT_SHIFTS = [[0, 0], [0, -22], [0, 22], [0, -44], [0, 44], [0, -66]];
+  var MARK_ROWS = 4;
+
+  // Labels of the peaks and OOMs (markPoint labels of the allocated lines) and of the annotations
+  // (an invisible scatter series along the top of the plot), laid out so that none overlaps:
+  // again after every zoom, since the pixel positions change.
+  function timelineLabels(chart, series, labels) {
+    function relayout() {
+      var w = chart.getWidth(), hgt = chart.getHeight();
+      var grid = [78, 44, w - 30, hgt - 70];
+      var boxes = labels.map(function (l) {
+        var px = chart.convertToPixel({ gridIndex: 0 }, l.coord);
+        var inside = px && px[0] >= grid[0] - 1 && px[0] <= grid[2] + 1;
+        return { x: px ? px[0] : 0, y: l.top ? grid[1] : (px ? px[1] : 0), w: textWidth(l.text, l.font) + l.pad, h: l.h, side: l.side,
+                 distance: l.distance, shifts: inside ? l.shifts : [] };
+      });
+      var chosen = layoutLabels(boxes, [0, 0, w, grid[3]]);
+      var shown = [];
+      labels.forEach(function (l, i) {
+        var k = chosen[i];
+        l.label.show = k >= 0;
+        l.label.offset = k >= 0 ? l.shifts[k] : [0, 0];
+        shown.push({ text: l.text, shown: k >= 0, box: k >= 0 ? labelBox(boxes[i], l.shifts[k]) : null });
+      });
+      chart.setOption({ series: series.map(function (x) {
+        if (x.markPoint) return { markPoint: { data: x.markPoint.data }, markArea: { data: x.markArea.data } };
+        return x.id === 'annotations' ? { data: x.data } : {};
+      }) });
+      state.labels = state.labels || {};
+      state.labels.timeline = shown;
+    }
+    relayout();
+    chart.on('datazoom', relayout);
+    window.addEventListener('resize', relayout);
+  }
+
   function renderTimeline() {
+    var devices = plots ? plots.devices : [];
+    var vi = viewIndex(devices);
+    var many = devices.length > 1;
     var s = section('timeline', 'Memory over time',
       'Allocated: live requested bytes after each trace event (alloc \u2192 free_completed), reconstructed backwards from the ' +
       'final state. Reserved: the segments PyTorch held. Shaded bands are profiler steps, coloured bands the phases (forward ' +
       'blue, backward orange, optimizer step green, zero_grad grey, evaluation purple; the peak\'s outlined), and dotted lines other ' +
-      'external_annotations; the peak and OOM events are marked. Drag the slider or scroll to zoom.');
-    var devices = plots ? plots.devices : [];
+      'external_annotations; the peak and OOM events are marked. Drag the slider or scroll to zoom.' +
+      (many ? ' Every device is drawn; ' + deviceName(devices[vi].device) + ' (' + viewReason() + ') is the default view: its line is ' +
+              'filled and its phases and annotations are drawn.' : ''));
     if (!devices.length) {
       s.appendChild(h('p', { class: 'notice' }, 'This snapshot has no trace history, so memory over time cannot be drawn. Record ' +
         'it with torch.cuda.memory._record_memory_history(max_entries=100000) before the code you want to see.'));
       return;
     }
     var series = [];
+    var labels = [];  // every text label on the chart, for timelineLabels
     var top = 0;
+    devices.forEach(function (d) { top = Math.max(top, max(d.timeline.allocated), max(d.timeline.reserved)); });
+    var yMax = binaryAxis(0, top * 1.06, 6).max || top * 1.06;
+    // The annotations of the default view's device (annotations are usually per process).
+    var steps = devices[vi].steps.length ? devices[vi].steps : devices[0].steps;
     devices.forEach(function (d, di) {
       var color = DEVICE_COLORS[di % DEVICE_COLORS.length];
+      var isView = di === vi;
       var x = xs(d.timeline);
       var x0 = x[0], x1 = x[x.length - 1];
       function side(xv, right) { var f = x1 > x0 ? (xv - x0) / (x1 - x0) : 0.5; return f > right ? 'left' : f < 0.12 ? 'right' : null; }
-      top = Math.max(top, max(d.timeline.allocated), max(d.timeline.reserved));
       var points = [];
+      function pointLabel(point, text, position, distance) {
+        point.label = { show: true, position: position, distance: 8, offset: [0, 0], formatter: text, color: point.itemStyle.color,
+                        fontWeight: 600, backgroundColor: 'rgba(255,255,255,0.9)', padding: [2, 4], borderRadius: 3 };
+        points.push(point);
+        labels.push({ label: point.label, text: text, font: POINT_FONT, pad: 8, h: 20, coord: point.coord, side: position,
+                      distance: distance, shifts: POINT_SHIFTS });
+      }
       if (d.peak.allocated !== null) {
-        points.push({ name: 'peak', coord: [xOf(d.peak), d.peak.allocated], value: d.peak.allocated, symbol: 'circle', symbolSize: 9,
-          itemStyle: { color: color, borderColor: '#fff', borderWidth: 1.5 },
-          label: { show: true, position: side(xOf(d.peak), 0.85) || 'top', distance: 8, offset: [0, di * 20],
-                   formatter: (devices.length > 1 ? deviceName(d.device) + ' ' : '') + 'peak ' + fmtBytes(d.peak.allocated),
-                   color: color, fontWeight: 600, backgroundColor: 'rgba(255,255,255,0.9)', padding: [2, 4], borderRadius: 3 } });
+        pointLabel({ name: 'peak', coord: [xOf(d.peak), d.peak.allocated], value: d.peak.allocated, symbol: 'circle', symbolSize: 9,
+                     itemStyle: { color: color, borderColor: '#fff', borderWidth: 1.5 } },
+                   (many ? deviceName(d.device) + ' ' : '') + 'peak ' + fmtBytes(d.peak.allocated), side(xOf(d.peak), 0.85) || 'top', 12.5);
       }
       var lines = [];
       d.ooms.forEach(function (o) {
-        points.push({ name: 'OOM', coord: [xOf(o), o.allocated], value: o.size, symbol: 'triangle', symbolSize: 12, symbolRotate: 180,
-          itemStyle: { color: '#c8372d' },
-          label: { show: true, position: side(xOf(o), 0.7) || 'right', distance: 8, color: '#c8372d', fontWeight: 600, offset: [0, di * 20],
-                   backgroundColor: 'rgba(255,255,255,0.9)', padding: [2, 4], borderRadius: 3,
-                   formatter: 'OOM #' + (o.oom + 1) + ': ' + fmtBytes(o.size) + ' failed' } });
+        pointLabel({ name: 'OOM', coord: [xOf(o), o.allocated], value: o.size, symbol: 'triangle', symbolSize: 12, symbolRotate: 180,
+                     itemStyle: { color: '#c8372d' } },
+                   'OOM #' + (o.oom + 1) + ': ' + fmtBytes(o.size) + ' failed', side(xOf(o), 0.7) || 'right', 14);
         lines.push({ xAxis: xOf(o), name: 'OOM #' + (o.oom + 1) + ': a request of ' + fmtBytes(o.size) + ' failed (' + o.verdict + ')',
                      lineStyle: { color: '#c8372d', type: 'solid', width: 1.2 }, label: { show: false } });
       });
       // Profiler steps (START..END) become alternating bands; other annotations dotted lines.
       var isStep = function (m) { return /ProfilerStep#\d+/.test(m.name); };
       var open = {}, bands = [], marks = [];
-      (di === 0 ? d.steps : []).forEach(function (m) {  // one device's steps: annotations are usually per process
+      (isView ? steps : []).forEach(function (m) {
         if (!isStep(m)) { if (m.stage !== 'END') marks.push(m); return; }
         if (m.stage === 'END') { if (open[m.name]) { bands.push([open[m.name], m]); delete open[m.name]; } } else open[m.name] = m;
       });
       Object.keys(open).forEach(function (k) { marks.push(open[k]); });
-      var labelBands = di === 0 && bands.length <= 30;
-      var labelMarks = di === 0 && !bands.length && marks.length <= 12;
+      var labelBands = isView && bands.length <= 30;
       marks.forEach(function (m) {
         lines.push({ xAxis: xOf(m), name: m.name + (m.stage ? ' (' + m.stage + ')' : ''),
-          lineStyle: { color: '#8f98ab', type: 'dotted', width: 1, opacity: 0.8 },
-          label: { show: labelMarks, formatter: m.name, position: 'insideEndTop', fontSize: 10, color: '#7a8499' } });
+          lineStyle: { color: '#8f98ab', type: 'dotted', width: 1, opacity: 0.8 }, label: { show: false } });
       });
-      var name = devices.length > 1 ? deviceName(d.device) + ' ' : '';
+      var name = many ? deviceName(d.device) + ' ' : '';
       series.push({ name: name + 'allocated', type: 'line', data: zip(x, d.timeline.allocated), showSymbol: false, color: color,
-        lineStyle: { width: 1.6 }, areaStyle: devices.length === 1 ? { opacity: 0.10 } : undefined, z: 3,
+        lineStyle: { width: isView ? 1.8 : 1.2 }, areaStyle: isView ? { opacity: 0.10 } : undefined, z: isView ? 4 : 3,
         markPoint: { data: points, animation: false },
         markLine: { symbol: ['none', 'none'], data: lines, animation: false,
                     tooltip: { formatter: function (p) { return escapeHtml(p.name); } } },
-        markArea: { silent: true, animation: false, data: bands.map(function (b, i) {
-          return [{ xAxis: xOf(b[0]), name: b[0].name.replace(/^.*ProfilerStep#/, 'step '),
-                    itemStyle: { color: i % 2 ? 'rgba(110,120,145,0.05)' : 'rgba(110,120,145,0.11)' },
-                    label: { show: labelBands, position: 'insideTop', fontSize: 10, color: '#6b7486' } },
+        markArea: { silent: false, animation: false, tooltip: { formatter: function (p) { return escapeHtml(p.name); } },
+                    data: bands.map(function (b, i) {
+          var label = { show: labelBands, position: 'insideTop', fontSize: 10, color: '#6b7486', offset: [0, 0] };
+          var text = b[0].name.replace(/^.*ProfilerStep#/, 'step ');
+          if (labelBands) {
+            labels.push({ label: label, text: text, font: MARK_FONT, pad: 2, h: 14, coord: [(xOf(b[0]) + xOf(b[1])) / 2, yMax], top: true,
+                          side: 'bottom', distance: 4, shifts: [[0, 0]] });
+          }
+          return [{ xAxis: xOf(b[0]), name: b[0].name + ' (' + fmtBytes(b[0].live_bytes) + ' live at its start)',
+                    itemStyle: { color: i % 2 ? 'rgba(110,120,145,0.05)' : 'rgba(110,120,145,0.11)' }, label: label },
                   { xAxis: xOf(b[1]) }];
         }) } });
       series.push({ name: name + 'reserved', type: 'line', step: 'end', data: zip(x, d.timeline.reserved), showSymbol: false,
         color: color, lineStyle: { width: 1.3, type: 'dashed', opacity: 0.75 }, z: 2,
-        markArea: { silent: false, animation: false, data: phaseBands(d, devices.length), tooltip: { formatter: function (p) { return escapeHtml(p.name); } } } });
+        markArea: { silent: false, animation: false, data: isView ? phaseBands(d, devices.length) : [],
+                    tooltip: { formatter: function (p) { return escapeHtml(p.name); } } } });
+      if (isView) {
+        // The annotations' labels, in rows along the top of the plot (the full name in the tooltip).
+        var annotations = { id: 'annotations', name: 'annotations', type: 'scatter', symbolSize: 6, z: 5, itemStyle: { color: 'rgba(0,0,0,0)' },
+          tooltip: { trigger: 'item', formatter: function (p) { return escapeHtml(p.data.full); } }, data: [] };
+        marks.slice(0, 60).forEach(function (m) {
+          var text = clip(m.name, 36);
+          var label = { show: true, position: 'right', distance: 3, offset: [0, 0], formatter: text, fontSize: 10, color: '#6b7486',
+                        backgroundColor: 'rgba(255,255,255,0.85)', padding: [1, 2] };
+          annotations.data.push({ value: [xOf(m), yMax], full: m.name + (m.stage ? ' (' + m.stage + ')' : ''), label: label });
+          var shifts = [];
+          for (var r = 0; r < MARK_ROWS; r++) shifts.push([0, 10 + 14 * r]);
+          labels.push({ label: label, text: text, font: MARK_FONT, pad: 4, h: 14, coord: [xOf(m), yMax], top: true, side: 'right',
+                        distance: 3, shifts: shifts });
+        });
+        series.push(annotations);
+      }
     });
-    makeChart('timeline', s, {
-      legend: { top: 0 },
+    var chart = makeChart('timeline', s, {
+      legend: { top: 0, data: series.filter(function (x) { return x.id !== 'annotations'; }).map(function (x) { return x.name; }) },
       grid: { left: 78, right: 30, top: 44, bottom: 70 },
       tooltip: { trigger: 'axis', axisPointer: { type: 'line' }, formatter: function (ps) {
-        var rows = ps.map(function (p) { return p.marker + escapeHtml(p.seriesName) + ': <b>' + fmtBytes(p.value[1]) + '</b>'; });
-        return escapeHtml(xTitle(ps[0].value[0])) + '<br>' + rows.join('<br>');
+        var rows = ps.filter(function (p) { return p.seriesId !== 'annotations'; }).map(function (p) {
+          return p.marker + escapeHtml(p.seriesName) + ': <b>' + fmtBytes(p.value[1]) + '</b>';
+        });
+        return rows.length ? escapeHtml(xTitle(ps[0].value[0])) + '<br>' + rows.join('<br>') : '';
       } },
       xAxis: xAxisOption(),
       yAxis: bytesAxis(0, top * 1.06),
       dataZoom: zoom(),
       series: series
     }, 'tall');
+    timelineLabels(chart, series, labels);
     var caption = h('p', { class: 'caption' });
     (report.timeline || []).forEach(function (t, i) {
       append(caption, [i ? ' \u00b7 ' : '', deviceName(t.device) + ': peak ', val('timeline.' + i + '.peak_allocated', t.peak_allocated, 'bytes'),
                        ' after event ', val('timeline.' + i + '.peak_event_index', t.peak_event_index, 'count'), ' of ',
                        val('timeline.' + i + '.events', t.events, 'count')]);
       var d = plots.devices[i];
-      if (i === 0 && d && d.steps_total > d.steps.length) {
-        append(caption, ' (' + d.steps.length + ' of ' + d.steps_total + ' step marks drawn' + (devices.length > 1 ? ', from ' + deviceName(d.device) : '') + ')');
+      if (i === vi && d && d.steps_total > d.steps.length) {
+        append(caption, ' (' + d.steps.length + ' of ' + d.steps_total + ' step marks drawn' + (many ? ', from ' + deviceName(d.device) : '') + ')');
       }
     });
     var dropped = (report.trace || {}).dropped;
@@ -417,14 +536,17 @@
       }
       s.appendChild(caption);
     }
+    var first = viewIndex(devices);  // the default view's device
     if (devices.length > 1) {
-      var sel = h('select', { 'aria-label': 'Device' }, devices.map(function (d, i) { return h('option', { value: i }, deviceName(d.device)); }));
+      var sel = h('select', { 'aria-label': 'Device' }, devices.map(function (d, i) {
+        return h('option', { value: i, selected: i === first }, deviceName(d.device) + (i === first && viewReason() ? ' (' + viewReason() + ')' : ''));
+      }));
       sel.addEventListener('change', function () { show(Number(sel.value)); });
       append(controls, ['Device ', sel]);
     } else {
       controls.remove();
     }
-    show(0);
+    show(first);
   }
 
   function renderSegments() {
@@ -432,7 +554,9 @@
     if (!maps || !maps.length || !maps[0].segments_total) return;
     var s = section('segments', 'Segment map',
       'Each bar is a segment cudaMalloc reserved; its blocks are coloured by state. Inactive blocks between live ones are ' +
-      'fragmentation: memory that is reserved and free but only usable by requests that fit the hole.');
+      'fragmentation: memory that is reserved and free but only usable by requests that fit the hole. Segments with the most ' +
+      'free (inactive) bytes come first, then the largest' + ((report.devices || []).length > 1 && viewDevice() !== null ?
+      '; the default view\u2019s device (' + deviceName(viewDevice()) + ', ' + viewReason() + ') before the others.' : '.'));
     var controls = h('div', { class: 'controls' });
     s.appendChild(controls);
     var host = h('div');
@@ -550,19 +674,24 @@
     return parts;
   }
 
+  // A site is per device: the Device column shows when the snapshot has several.
   function sitesTable(sites, keyPrefix) {
     var max = sites.reduce(function (m, x) { return Math.max(m, x.bytes); }, 0) || 1;
-    return table(['#', 'Site', 'Function', 'What', 'Category', 'Live bytes', 'Blocks', 'Share'], sites.map(function (x, i) {
+    var many = (report.devices || []).length > 1;
+    var headers = ['#', 'Site', 'Function', 'What', 'Category', 'Live bytes', 'Blocks', 'Share'];
+    if (many) headers.splice(2, 0, 'Device');
+    return table(headers, sites.map(function (x, i) {
       var k = keyPrefix + '.' + i + '.';
       var frames = (x.full_stack || []).length ? x.full_stack : (x.stack || []);
       var site = h('details', null, h('summary', null, h('span', { class: 'site', 'data-key': k + 'site' }, x.site)),
         frames.length ? h('ol', { class: 'stack' }, frames.map(function (f) { return h('li', null, f); }))
                       : h('p', { class: 'fn' }, 'no call stack recorded'));
-      return h('tr', { 'data-site-row': i }, td(String(i + 1)), td(site), td(h('span', { class: 'fn' }, x.function || '')),
+      var device = many ? td(x.device === null || x.device === undefined ? '\u2014' : val(k + 'device', x.device, 'text')) : null;
+      return h('tr', { 'data-site-row': i }, td(String(i + 1)), td(site), device, td(h('span', { class: 'fn' }, x.function || '')),
                td(whatCell(x)), td(badge(x.category || 'unknown')), td(val(k + 'bytes', x.bytes, 'bytes'), true),
                td(val(k + 'blocks', x.blocks, 'count'), true),
                td([val(k + 'percent', x.percent, 'percent'), h('div', { class: 'bar' }, h('span', { style: 'width:' + (100 * x.bytes / max).toFixed(1) + '%' }))], true));
-    }), [false, false, false, false, false, true, true, true]);
+    }), many ? [false, false, false, false, false, false, true, true, true] : [false, false, false, false, false, true, true, true]);
   }
 
   function renderSites() {
