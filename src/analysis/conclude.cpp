@@ -168,7 +168,7 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
 // without stacks is no lead).
 constexpr double kMinLookAtPercent = 1.0;
 
-std::optional<NextStep> look_at_step(const Site& site) {
+std::optional<NextStep> look_at_step(const Site& site, bool several_devices) {
   // A library workspace (cuBLAS, CUDA graphs) is the library's own and expected: nothing to look at.
   if (site.no_stack || site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
   std::string where = site_phrase(site);
@@ -179,7 +179,9 @@ std::optional<NextStep> look_at_step(const Site& site) {
     where = caller.substr(0, colon) + " (" + caller.substr(colon + 1) + ", calling " + site_phrase(site) + ")";
   }
   return NextStep{NextStepKind::LookAtSite, {}, {},
-                  sentence("look at {}: it holds {} live in {} blocks ({})", where, Bytes(site.bytes), site.blocks, category_name(site.category)),
+                  sentence("look at {}: it holds {} live{} in {} blocks ({})", where, Bytes(site.bytes),
+                           several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
+                           category_name(site.category)),
                   {}, 0};
 }
 
@@ -187,9 +189,10 @@ std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
   const std::uint64_t peak = run_peak(a);
   std::vector<NextStep> out = pattern_steps(s, a, peak);
   std::size_t named = 0;
+  const bool several_devices = std::any_of(a.sites.begin(), a.sites.end(), [&](const Site& x) { return x.device != a.sites.front().device; });
   for (const Site& site : a.sites) {
     if (named == 3) break;
-    if (auto step = look_at_step(site)) {
+    if (auto step = look_at_step(site, several_devices)) {
       out.push_back(std::move(*step));
       ++named;
     }
