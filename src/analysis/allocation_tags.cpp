@@ -82,7 +82,7 @@ Site group_row(const Site& example, SiteGrouping grouping) {
   row.no_stack = false;
   row.file.clear();
   row.line = 0;
-  row.function.clear();
+  row.function = by_region ? "compiled region" : "label";  // "look at decoder (label)"
   row.call_path.clear();
   row.via_forward_frames = row.via_fx_original_trace = false;
   if (!by_region) row.labels.clear();  // the row is the label; merge_tag_texts adds it back

@@ -31,7 +31,8 @@ void add_tag_texts(const Snapshot& snapshot, StackId stack, Site& site);
 inline constexpr std::size_t kMaxTagTexts = 8;
 void merge_tag_texts(const Site& from, Site& into);
 // A row of --group-by region|label made from the first site of the group: its site is the
-// region or label ("[no compiled region]" / "[no label]" for allocations without one).
+// region or label ("[no compiled region]" / "[no label]" for allocations without one), its
+// function "compiled region" / "label".
 Site group_row(const Site& example, SiteGrouping grouping);
 
 // Live bytes and blocks by user_metadata label, largest first ("" for unlabelled memory, last).

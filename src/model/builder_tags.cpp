@@ -65,7 +65,11 @@ StackId SnapshotBuilder::intern_fx_stack(const FrameId* ids, std::size_t count) 
   for (std::size_t k = 0; k < count; ++k) {
     const FxFrame* fx = snap_.fx_frame(ids[k]);
     if (fx && fx->original != kNoStack) {
-      expanded.insert(expanded.end(), snap_.stack_begin(fx->original), snap_.stack_begin(fx->original) + snap_.stack_size(fx->original));
+      // The original trace's outer lines (train.py calling the model) are on the stack already.
+      for (std::size_t j = 0; j < snap_.stack_size(fx->original); ++j) {
+        const FrameId f = snap_.stack_begin(fx->original)[j];
+        if (std::find(ids + k + 1, ids + count, f) == ids + count) expanded.push_back(f);
+      }
       any = true;
     }
     expanded.push_back(ids[k]);

@@ -110,12 +110,13 @@ TEST(Format4, LabelsAreShownWithTheirBytesAndGroupTheSites) {
   EXPECT_EQ(report["group_by"], "label");
   EXPECT_EQ(report["top_sites"][0]["site"], "decoder");
   EXPECT_EQ(report["top_sites"][0]["group"], "label");
+  EXPECT_EQ(report["top_sites"][0]["function"], "label");
   EXPECT_EQ(report["labels"][0]["bytes"], 24 * MiB);
-  const CliRun run = run_memsnap(std::string(MEMSNAP_FIXTURE_DIR) + "/labelled_allocations.pickle --group-by label");
+  const test::CliRun run = test::run_memsnap(std::string(MEMSNAP_FIXTURE_DIR) + "/labelled_allocations.pickle --group-by label");
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.out.find("      label decoder\n"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("Labels (user_metadata)\n    24.00 MiB      3 blocks  decoder\n"), std::string::npos) << run.out;
-  EXPECT_NE(run_memsnap(std::string(MEMSNAP_FIXTURE_DIR) + "/labelled_allocations.pickle --group-by frame").status, 0);
+  EXPECT_NE(run.out.find("Labels (user_metadata)\n   24.00 MiB      3 blocks  decoder\n"), std::string::npos) << run.out;
+  EXPECT_NE(test::run_memsnap(std::string(MEMSNAP_FIXTURE_DIR) + "/labelled_allocations.pickle --group-by frame").status, 0);
   EXPECT_NE(dumped(loaded.snapshot, DumpWhat::Blocks).find("\"label\":\"decoder\""), std::string::npos);
 }
 
@@ -231,7 +232,8 @@ TEST(Format4, DefaultPoolOomNextToAGraphPoolNamesThePoolFixes) {
   EXPECT_EQ(p->fix[2].id, FixId::CaptureFewerSizes);
   EXPECT_EQ(p->fix[3].id, FixId::ReduceOverheadWhereNeeded);
   EXPECT_EQ(p->fix[4].id, FixId::SmallerBatch);
-  const Pattern* plain = pattern_of(analyzed(fixture("oom_capacity")), PatternId::Capacity);
+  const Analysis capacity = analyzed(fixture("oom_capacity"));
+  const Pattern* plain = pattern_of(capacity, PatternId::Capacity);
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(plain->fix[0].id, FixId::SmallerBatch);  // no private pool, no pool fixes
 }
