@@ -120,6 +120,8 @@ class SiteCache {
   // The row of `stack`: its chosen frame + 1 (0: no frame, the "[no stack recorded]" site) and
   // its compiled region; or, grouped by region or label, the tag's region or label.
   std::uint64_t key(StackId stack);
+  // The chosen frame + 1 in a key of grouping Site (0: the "[no stack recorded]" site).
+  static std::uint64_t frame_of_key(std::uint64_t key) { return key & ((std::uint64_t{1} << 33) - 1); }
   SiteGrouping grouping() const { return grouping_; }
   // describe_site() of `stack`.
   const Site& describe(StackId stack);
