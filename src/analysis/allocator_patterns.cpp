@@ -3,6 +3,8 @@
 // another stream, and memory outside PyTorch's allocator (with --device-used).
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "analysis/analyze.h"
 
 namespace memsnap {
@@ -12,6 +14,20 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
 bool expandable_on(const Snapshot& s) { return s.settings.expandable_segments.value_or(false); }
+
+// Private pools at an OOM: a request made inside one gets its own fix first; a default-pool
+// request next to private pools' inactive memory (at least a tenth of the request) gets the
+// reasons that memory cannot serve it and what to do about the pools first.
+void add_pool_fixes(const OomAnalysis& o, std::vector<Fix>& fixes) {
+  std::vector<Fix> first;
+  if (!o.pool.is_default()) {
+    first.push_back(fix(FixId::GraphPoolOom, fmt::format("({},{})", o.pool.first, o.pool.second)));
+  } else if (o.inactive_in_other_pools > 0 && o.inactive_in_other_pools * 10 >= o.event.size) {
+    first = {fix(FixId::PrivatePoolsCannotServe, Bytes(o.inactive_in_other_pools), o.other_pools), fix(FixId::SharePoolBetweenGraphs),
+             fix(FixId::CaptureFewerSizes), fix(FixId::ReduceOverheadWhereNeeded)};
+  }
+  fixes.insert(fixes.begin(), first.begin(), first.end());
+}
 
 void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& out) {
   for (const OomAnalysis& o : a.ooms) {
@@ -40,6 +56,7 @@ void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& ou
       p.id = PatternId::Capacity;
       p.fix = {fix(FixId::SmallerBatch), fix(FixId::Checkpointing), fix(FixId::ShardState), fix(FixId::LowerPrecision)};
     }
+    add_pool_fixes(o, p.fix);
     if (!where.empty()) p.sites.push_back(where);
     out.push_back(std::move(p));
   }

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "analysis/allocation_tags.h"
 #include "analysis/conclude.h"
 #include "analysis/patterns.h"
 #include "analysis/plausibility.h"
+#include "analysis/snapshot_entries.h"
 #include "base/format_bytes.h"
 #include "base/phase_timer.h"
 
@@ -49,10 +51,12 @@ Replay replay(const Snapshot& s) {
   return {build_timelines(s)};
 }
 
-Measures measure(const Snapshot& s, const Replay& r) {
+Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
   Measures m;
-  SiteCache site_cache(s);  // each stack described once for the end, the peak and every OOM
-  m.sites = attribute(final_live_items(s, r.timelines), site_cache);
+  SiteCache site_cache(s, grouping);  // each stack described once for the end, the peak and every OOM
+  const std::vector<LiveItem> live = final_live_items(s, r.timelines);
+  m.sites = attribute(live, site_cache);
+  m.labels = label_bytes(s, live);
   m.totals = compute_totals(s, r.timelines);
   m.trace = summarize_trace(s, r.timelines);
   for (const auto& t : r.timelines) m.trace.pending_free_requests += t.pending_requests;
@@ -87,6 +91,7 @@ Measures measure(const Snapshot& s, const Replay& r) {
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));
   for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));
+  for (auto& v : snapshot_entry_mismatches(s, r.timelines)) m.invariant_violations.push_back(std::move(v));
   return m;
 }
 
@@ -108,7 +113,7 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   Analysis a;
   a.options = options;
   static_cast<Replay&>(a) = replay(s);
-  static_cast<Measures&>(a) = measure(s, a);
+  static_cast<Measures&>(a) = measure(s, a, options.group_by);
   PhaseTimer t("findings");
   static_cast<Diagnosed&>(a) = diagnose_patterns(s, a);
   settle_categories(a.patterns, a.sites);

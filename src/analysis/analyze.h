@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/allocation_tags.h"
 #include "analysis/attribution.h"
 #include "analysis/diagnosis.h"
 #include "analysis/finding.h"
@@ -26,6 +27,7 @@ namespace memsnap {
 struct AnalyzeOptions {
   std::optional<std::uint64_t> device_used;  // --device-used
   std::size_t top = 10;
+  SiteGrouping group_by = SiteGrouping::Site;  // --group-by: the rows of the site tables
 };
 
 
@@ -53,6 +55,7 @@ struct Measures {
   std::vector<PoolStreamFree> pools;
   std::vector<PoolTotals> memory_pools;  // reserved by (device, memory pool)
   HostMemoryReport host;                 // pinned host memory, apart from the devices
+  std::vector<LabelBytes> labels;        // live bytes by user_metadata label (empty: no labels)
   std::vector<OomAnalysis> ooms;     // one struct per OOM moment, in trace.ooms order
   std::vector<MemoryBudget> budgets;  // per device: the end, the peak, each OOM (memory_budget.h)
   std::vector<std::string> invariant_violations;
@@ -80,7 +83,7 @@ struct Conclusions {
 struct Analysis : Measured, Diagnosed, Conclusions {};
 
 Replay replay(const Snapshot& snapshot);
-Measures measure(const Snapshot& snapshot, const Replay& replay);
+Measures measure(const Snapshot& snapshot, const Replay& replay, SiteGrouping grouping = SiteGrouping::Site);
 // allocator_patterns, then the patterns of patterns.h, in report order.
 Diagnosed diagnose_patterns(const Snapshot& snapshot, const Measured& measured);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unordered_map>
 
+#include "analysis/allocation_tags.h"
 #include "analysis/site_what.h"
 
 namespace memsnap {
@@ -100,6 +101,7 @@ const CategoryRule& category_rule(const StackSignals& signals) {
 }
 
 Category categorize_stack(const Snapshot& s, StackId stack) {
+  if (const auto tagged = tag_kind(s, stack)) return tagged->kind;
   const StackSignals signals = stack_signals(s, stack);
   const CategoryRule& rule = category_rule(signals);
   return rule.from_known_allocator ? signals.known.entry->kind : rule.category;
@@ -123,10 +125,13 @@ Site describe_site(const Snapshot& s, StackId stack, const SiteChoice& choice) {
   if (!choice.found) {
     site.no_stack = true;
     site.site = "[no stack recorded]";
+    add_tag_texts(s, stack, site);
     return site;
   }
   const Frame& f = s.frames[choice.frame];
   site.via_forward_frames = s.forward_attributed_stack(stack);
+  site.via_fx_original_trace = s.fx_attributed_stack(stack);
+  add_tag_texts(s, stack, site);
   site.frame = choice.frame;
   site.kind = choice.kind;
   site.file = std::string(s.str(f.filename));
@@ -146,8 +151,11 @@ SiteCache::Entry& SiteCache::entry(StackId stack) {
 }
 
 std::uint64_t SiteCache::key(StackId stack) {
+  const AllocationTag& tag = snapshot_.tag_of(stack);
+  if (grouping_ == SiteGrouping::Region) return tag.region;
+  if (grouping_ == SiteGrouping::Label) return tag.label;
   const SiteChoice& c = entry(stack).choice;
-  return c.found ? std::uint64_t(c.frame) + 1 : 0;
+  return (c.found ? std::uint64_t(c.frame) + 1 : 0) | std::uint64_t(tag.region) << 33;  // frame + 1 takes 33 bits
 }
 
 const Site& SiteCache::describe(StackId stack) {
@@ -191,13 +199,15 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     } else {
       auto [pos, inserted] = site_index->emplace(cache.key(item.stack), sites.size());
       if (inserted) {
-        sites.push_back(cache.describe(item.stack));
+        sites.push_back(cache.grouping() == SiteGrouping::Site ? cache.describe(item.stack)
+                                                               : group_row(cache.describe(item.stack), cache.grouping()));
         sites.back().device = device;
       }
       idx = pos->second;
       site_of_stack->emplace(item.stack, idx);
     }
     Site& site = sites[idx];
+    if (item.stack != kNoStack) merge_tag_texts(cache.describe(item.stack), site);
     site.bytes += item.bytes;
     site.requested += item.requested;
     site.bytes_by_provenance[static_cast<std::size_t>(item.provenance)] += item.bytes;

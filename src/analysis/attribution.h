@@ -78,6 +78,13 @@ struct Site {
   StackId example_stack = kNoStack;  // the stack of the largest contribution
   std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
   bool via_forward_frames = false;  // the site is the forward line of a backward allocation (forward_frames)
+  bool via_fx_original_trace = false;  // the site is the model line of compiled code (fx_original_trace)
+  // From the allocations' tags (analysis/allocation_tags.h): the compiled region (sites never
+  // span two), the user_metadata labels and annotate texts of its allocations (each once).
+  std::string region;
+  std::vector<std::string> labels;
+  std::vector<std::string> notes;
+  std::string group;  // "label" / "region": a row of --group-by label|region (site: the label or region)
   // What the memory is (analysis/site_what.h), from the example stack's frames below the site:
   std::string what;                    // "vllm/worker/cache_engine.py:_allocate_kv_cache", "" when none
   std::string what_frame;              // that frame as "file:line:function"
@@ -99,13 +106,25 @@ struct LiveItem {
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.
 Site describe_site(const Snapshot& snapshot, StackId stack, const SiteChoice& choice);
 
+// What the site tables' rows are (--group-by): sites (split by compiled region), compiled
+// regions, or user_metadata labels.
+enum class SiteGrouping { Site, Region, Label };
+template <>
+struct EnumNames<SiteGrouping> {
+  static constexpr std::array<std::string_view, 3> names = {"site", "region", "label"};
+};
+
 // Each stack's chosen frame and description, worked out once for all the live sets one analysis
 // attributes (the end, the peak, every OOM). Not thread-safe.
 class SiteCache {
  public:
-  explicit SiteCache(const Snapshot& snapshot) : snapshot_(snapshot) {}
-  // The chosen frame of `stack` + 1 (0: no frame, the "[no stack recorded]" site).
+  explicit SiteCache(const Snapshot& snapshot, SiteGrouping grouping = SiteGrouping::Site) : snapshot_(snapshot), grouping_(grouping) {}
+  // The row of `stack`: its chosen frame + 1 (0: no frame, the "[no stack recorded]" site) and
+  // its compiled region; or, grouped by region or label, the tag's region or label.
   std::uint64_t key(StackId stack);
+  // The chosen frame + 1 in a key of grouping Site (0: the "[no stack recorded]" site).
+  static std::uint64_t frame_of_key(std::uint64_t key) { return key & ((std::uint64_t{1} << 33) - 1); }
+  SiteGrouping grouping() const { return grouping_; }
   // describe_site() of `stack`.
   const Site& describe(StackId stack);
   Category category(StackId stack) const { return categorize_stack(snapshot_, stack); }
@@ -117,6 +136,7 @@ class SiteCache {
   };
   Entry& entry(StackId stack);
   const Snapshot& snapshot_;
+  SiteGrouping grouping_ = SiteGrouping::Site;
   std::unordered_map<StackId, Entry> entries_;
 };
 

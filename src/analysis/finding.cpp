@@ -129,6 +129,21 @@ constexpr std::array kFixes = {
     FixText{FixId::BoundKvCache, PatternId::KvCache,
             "bound the cache: a smaller batch or max_new_tokens, a static or quantized cache (transformers StaticCache / QuantizedCache), "
             "or offload it"},
+    FixText{FixId::PrivatePoolsCannotServe, PatternId::Capacity,
+            "{} is inactive in private pools ({}) that the default pool cannot use: the allocator gives a private pool's memory "
+            "only to the CUDA graph captures or torch.cuda.use_mem_pool() blocks that own it"},
+    FixText{FixId::SharePoolBetweenGraphs, PatternId::Capacity,
+            "let the graphs share one private pool (capture them with pool=torch.cuda.graph_pool_handle()), or delete graphs that "
+            "are no longer replayed so their pools are released"},
+    FixText{FixId::CaptureFewerSizes, PatternId::Capacity,
+            "capture fewer input sizes: every captured shape keeps its own memory in its graph's pool (pad to a few fixed shapes)"},
+    FixText{FixId::ReduceOverheadWhereNeeded, PatternId::Capacity,
+            "use torch.compile(mode=\"reduce-overhead\") (CUDA graphs) only on the modules that need it, and mode=\"default\" "
+            "elsewhere"},
+    FixText{FixId::GraphPoolOom, PatternId::Capacity,
+            "the request was made inside private pool {} (a CUDA graph capture or torch.cuda.use_mem_pool()), which can only grow "
+            "with new segments: free memory in the default pool (torch.cuda.empty_cache() before capture), capture smaller "
+            "shapes, or share one pool between graphs (torch.cuda.graph_pool_handle())"},
     FixText{FixId::FromReport, PatternId::Fragmentation, "{}"},
 };
 

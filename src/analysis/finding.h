@@ -125,6 +125,8 @@ enum class FixId {
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
   ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention,  // workload patterns
   Bf16WeightsForInference, AutocastNoCache, LowerGpuMemoryUtilization, BoundKvCache,  // the kind patterns
+  PrivatePoolsCannotServe, SharePoolBetweenGraphs, CaptureFewerSizes, ReduceOverheadWhereNeeded,  // OOM next to private pools
+  GraphPoolOom,                                                                // OOM inside a private pool
   FromReport,                                                                  // a fix read back from a JSON report
 };
 

@@ -6,6 +6,7 @@
 #include "analysis/layout_replay.h"
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -275,8 +276,32 @@ OomAnalysis analyze_one(const OomEvent& oom, const Layout& layout, const DeviceL
 
 }  // namespace
 
-std::uint64_t round_request(std::uint64_t bytes) {
+namespace {
+
+// roundup_power2_divisions(size): the interval of log2(size) from 1 MiB (20) to 32 GiB and up.
+std::uint32_t divisions_for(std::uint64_t bytes, const std::array<std::uint32_t, 16>& divisions) {
+  const int log_size = 63 - std::countl_zero(bytes);
+  const int index = std::clamp(log_size - 20, 0, static_cast<int>(divisions.size()) - 1);
+  return divisions[static_cast<std::size_t>(index)];
+}
+
+// roundup_power2_next_division: the next of `n` equal steps between the powers of two around it.
+std::uint64_t next_power2_division(std::uint64_t bytes, std::uint64_t n) {
+  if (bytes <= 4 || n <= 1 || std::has_single_bit(bytes)) return bytes;
+  const std::uint64_t floor = std::bit_floor(bytes);
+  const std::uint64_t step = floor >> (63 - std::countl_zero(n));
+  if (step == 0) return floor << 1;
+  const std::uint64_t down = bytes & ~(step - 1);
+  return down == bytes ? bytes : down + step;
+}
+
+}  // namespace
+
+std::uint64_t round_request(std::uint64_t bytes, const std::array<std::uint32_t, 16>& divisions) {
   if (bytes < kMinBlockSize) return kMinBlockSize;
+  if (const std::uint64_t n = divisions_for(bytes, divisions); n > 1 && bytes > kMinBlockSize * n) {
+    return next_power2_division(bytes, n);
+  }
   const std::uint64_t rounded = bytes + (kMinBlockSize - 1);
   if (rounded < bytes) return kMax - kMax % kMinBlockSize;  // would overflow
   return rounded / kMinBlockSize * kMinBlockSize;

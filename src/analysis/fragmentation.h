@@ -3,6 +3,7 @@
 // and the verdict for each OOM (fragmentation versus capacity).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,9 +17,10 @@
 
 namespace memsnap {
 
-// PyTorch's CUDACachingAllocator::round_size (no roundup_power2_divisions): at least 512 bytes,
-// multiples of 512.
-std::uint64_t round_request(std::uint64_t bytes);
+// PyTorch's CUDACachingAllocator::round_size: at least 512 bytes, multiples of 512; with
+// roundup_power2_divisions n > 1 for the size's interval and a size above 512 * n, the next of n
+// equal divisions between the powers of two around it (roundup_power2_next_division).
+std::uint64_t round_request(std::uint64_t bytes, const std::array<std::uint32_t, 16>& divisions = {});
 
 // Totals and inactive memory of one (device, memory pool, segment type, stream) group (no peaks:
 // the trace does not say which pool a segment event belongs to before 2026).

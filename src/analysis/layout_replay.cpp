@@ -155,7 +155,7 @@ bool live_block(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime
   }
   const TraceEvents& events = s.events_of(t.device);
   const std::uint64_t addr = l.alloc != kBeforeWindow ? events[l.alloc].addr : events[l.free].addr;
-  out = {addr, {l.size, round_request(l.size), allocating_stack(l)}};
+  out = {addr, {l.size, round_request(l.size, s.settings.roundup_power2_divisions), allocating_stack(l)}};
   return true;
 }
 

@@ -1,6 +1,7 @@
 // The memory budget (memory_budget.h): the live set of each moment split by kind, provenance and
 // the source of the kind, with the stack-less blocks explained by size arithmetic.
 #include "analysis/memory_budget.h"
+#include "analysis/allocation_tags.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -152,7 +153,9 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
   std::vector<std::size_t> stackless;
   SizeCounts unexplained;
   for (std::size_t k = 0; k < items.size(); ++k) {
-    if (has_stack(s, items[k])) {
+    if (const auto tagged = tag_kind(s, items[k].stack)) {
+      decisions[k] = {tagged->kind, tagged->from_profiler ? KindSource::ProfilerCategory : KindSource::UserMetadata};
+    } else if (has_stack(s, items[k])) {
       decisions[k] = {kinds.of(items[k].stack), KindSource::StackRule};
     } else {
       stackless.push_back(k);

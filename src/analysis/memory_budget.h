@@ -21,8 +21,8 @@
 
 namespace memsnap {
 
-// How a row's kind was decided. The snapshot formats memsnap reads carry no profiler category
-// or user metadata yet; those sources are named so a report that gains them keeps its schema.
+// How a row's kind was decided: a trace entry's `category` (profiler-derived snapshots) or a
+// user_metadata label naming a kind (allocation_tags.h) come before the stack rule.
 enum class KindSource { StackRule, SizeMatch, ProfilerCategory, UserMetadata, NoEvidence };
 template <>
 struct EnumNames<KindSource> {

@@ -60,15 +60,32 @@ bool before_window(const StepMark& m, const TraceEvents& events) {
   return m.event_index == 0 && !events.empty() && events[0].has_time && m.time_us < events[0].time_us;
 }
 
-bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, Steps& out) {
+// The user_defined entries of 2024 nightlies (PR #129072, before external_annotations): a
+// record_function START/END as a fake frame {"name": START/END, "filename": label}, at the
+// entry's own place in the trace.
+std::vector<StepMark> user_defined_marks(const Snapshot& s, const DeviceTimeline& t, const TraceEvents& events) {
+  std::vector<StepMark> marks;
+  if (t.actions[static_cast<std::size_t>(Action::UserDefined)] == 0) return marks;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const TraceEvent& e = events[i];
+    if (e.action != Action::UserDefined || s.stack_size(e.stack) == 0) continue;
+    const Frame& f = s.frames[*s.stack_begin(e.stack)];
+    marks.push_back({s.str(f.filename), s.str(f.name), e.time_us, i, 0});
+  }
+  return marks;
+}
+
+bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, const std::vector<StepMark>& user_defined, Steps& out) {
   // group name -> (START marks, other marks)
   std::map<std::string, std::pair<std::vector<std::size_t>, std::vector<std::size_t>>> groups;
-  for (const StepMark& m : t.steps) {
-    if (annotation_priority(m.name) == 0 || before_window(m, events)) continue;
+  auto add = [&](const StepMark& m) {
+    if (annotation_priority(m.name) == 0 || before_window(m, events)) return;
     const std::string key = starts_with(m.name, "ProfilerStep#") ? std::string("ProfilerStep#N") : std::string(m.name);
     auto& g = groups[key];
     (m.stage == "START" ? g.first : g.second).push_back(m.event_index);
-  }
+  };
+  for (const StepMark& m : t.steps) add(m);
+  for (const StepMark& m : user_defined) add(m);
   for (int p = 1; p <= 5; ++p) {
     std::string best_name;
     std::vector<std::size_t> best;
@@ -82,7 +99,7 @@ bool from_annotations(const DeviceTimeline& t, const TraceEvents& events, Steps&
     }
     if (best.size() >= kMinBoundaries) {
       out.source = source_of_priority(p);
-      out.marker = best_name + " START";
+      out.marker = best_name + " START" + (t.steps.empty() && !user_defined.empty() ? " (user_defined trace entries)" : "");
       out.boundaries = std::move(best);
       return true;
     }
@@ -404,7 +421,8 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   out.device = t.device;
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
   const auto& events = s.events_of(t.device);
-  if (!from_annotations(t, events, out) && !from_optimizer_allocations(s, t, out) && !from_period(s, events, out)) {
+  if (!from_annotations(t, events, user_defined_marks(s, t, events), out) && !from_optimizer_allocations(s, t, out) &&
+      !from_period(s, events, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
   }

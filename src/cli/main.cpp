@@ -89,6 +89,10 @@ int run_analyze(int argc, char** argv) {
   app.add_option("--format", format, "text|json|html")->check(CLI::IsMember({"text", "json", "html"}));
   app.add_option("-o,--output", out_path, "write the report to FILE instead of standard output");
   app.add_option("--top", top, "number of top allocation sites to list")->check(CLI::Range(1, 1000));
+  std::string group_by = "site";
+  app.add_option("--group-by", group_by, "rows of the site tables: site (split by compiled region), region (compile_context) or "
+                                         "label (user_metadata)")
+      ->check(CLI::IsMember({"site", "region", "label"}));
   memsnap::cli::BudgetArgs budgets;
   memsnap::cli::add_budget_options(app, budgets);
   try {
@@ -124,6 +128,9 @@ int run_analyze(int argc, char** argv) {
     request.format = format;
     request.want_json = budgets.active();
     request.options.top = static_cast<std::size_t>(top);
+    request.options.group_by = group_by == "region" ? memsnap::SiteGrouping::Region
+                               : group_by == "label" ? memsnap::SiteGrouping::Label
+                                                     : memsnap::SiteGrouping::Site;
     if (!device_used.empty()) request.options.device_used = memsnap::parse_size(device_used);
     request.load = memsnap::LoadOptions{*max_events};
     memsnap::cli::RunOutput out;

@@ -142,15 +142,18 @@ FrameId SnapshotBuilder::frame_of(const Value& v, const Document& doc) {
   if (v.kind != Kind::Dict) bad_field("a stack frame", v, "a dict with filename, name and line");
   if (v.index < frame_cache_.size() && frame_cache_[v.index]) return frame_cache_[v.index] - 1;
   Frame f;
+  FxKeys fx;
   for_each_pair(doc, v, [&](std::string_view key, const Value& val) {
-    switch (field_of(frame_keys(), key)) {
+    switch (const FrameDictKey field = field_of(frame_keys(), key)) {
       case FrameDictKey::Filename: if (val.is_str()) f.filename = intern(val.str()); break;
       case FrameDictKey::Name: if (val.is_str()) f.name = intern(val.str()); break;
       case FrameDictKey::Line: if (val.kind == Kind::Int || val.kind == Kind::UInt) f.line = val.as_int(); break;
       case FrameDictKey::Unknown: break;
+      default: fx.note(field, val); break;
     }
   });
   const FrameId id = intern_frame(f);
+  if (fx.any) note_fx_frame(id, fx);
   if (v.index >= frame_cache_.size()) frame_cache_.resize(std::max<std::size_t>(v.index + 1, frame_cache_.size() * 2), 0);
   frame_cache_[v.index] = id + 1;
   frame_cache_used_ = std::max<std::size_t>(frame_cache_used_, v.index + 1);
@@ -173,6 +176,7 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
 }
 
 StackId SnapshotBuilder::intern_stack(const FrameId* ids, std::size_t count) {
+  if (!snap_.fx_frames.empty() && !expanding_fx_) [[unlikely]] return intern_fx_stack(ids, count);
   // absl's hash takes the ids as bytes, many at a time (FNV over each id was a chain of one
   // multiply per frame); ids come from first occurrence, so the hash never shows in a report.
   const std::uint64_t h = absl::HashOf(absl::MakeConstSpan(ids, count));
@@ -318,6 +322,7 @@ void SnapshotBuilder::finish(const Document& doc) {
                      "pass the file written by torch.cuda.memory._dump_snapshot() (run `memsnap capture`)");
   }
   events_.finish();
+  tag_allocations();
 }
 
 void SnapshotBuilder::read_root_dict(const Document& doc) {
@@ -470,6 +475,7 @@ void SnapshotBuilder::read_settings(const Value& dict, const Document& doc) {
     if (key == "max_split_size" && v.get_int()) s.max_split_size = *v.get_int();
     else if (key == "expandable_segments" && v.kind == Kind::Bool) s.expandable_segments = v.i != 0;
     else if ((key == "PYTORCH_CUDA_ALLOC_CONF" || key == "PYTORCH_ALLOC_CONF") && v.is_str()) s.conf = std::string(v.str());
+    else if (key == "roundup_power2_divisions") read_roundup_divisions(v, doc, s);
   });
   s.json = value_to_json(dict, doc);
 }

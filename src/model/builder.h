@@ -3,17 +3,23 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "model/event_store.h"
+#include "model/snapshot_keys.h"
 #include "model/snapshot.h"
 #include "read/pickle_reader.h"
 #include "read/value.h"
 
 namespace memsnap {
+
+// Reads allocator_settings.roundup_power2_divisions into `settings` (builder_2026.cpp).
+void read_roundup_divisions(const Value& dict, const Document& doc, AllocatorSettings& settings);
 
 class SnapshotBuilder final : public TraceEntrySink {
  public:
@@ -71,6 +77,26 @@ class SnapshotBuilder final : public TraceEntrySink {
   // Keeps the entry's 2026 facts; returns its stack with the forward frames put first when it has some.
   StackId note_event_facts(std::size_t device, const TraceFields& f, const Document& doc, StackId stack);
   StackId with_forward(StackId forward, StackId own);
+  // FX keys of a frame dict (fx_node_op, fx_node_name, fx_node_target, fx_original_trace).
+  struct FxKeys {
+    const Value* values[4] = {};
+    bool any = false;
+    void note(FrameDictKey key, const Value& v) {
+      const auto k = static_cast<std::size_t>(key) - static_cast<std::size_t>(FrameDictKey::FxNodeOp);
+      if (k < 4) values[k] = &v, any = true;
+    }
+  };
+  void note_fx_frame(FrameId frame, const FxKeys& fx);
+  // A stack with FX frames: each FX frame's fx_original_trace frames put before it (listed in
+  // Snapshot::fx_attributed), so its site is the model's line.
+  StackId intern_fx_stack(const FrameId* ids, std::size_t count);
+  bool expanding_fx_ = false;
+  // Tags each allocation that has a compiled region, a label, annotate text or a category with
+  // its own stack (Snapshot::allocation_tags), and the live blocks that allocation made.
+  void tag_allocations();
+  StackId tagged_stack(StackId stack, std::uint32_t tag);
+  std::map<std::pair<StackId, std::uint32_t>, StackId> tagged_copies_;
+  std::map<std::tuple<StrId, StrId, StrId, StrId>, std::uint32_t> tag_index_;  // AllocationTag -> its index
   void read_host_segments(const Value& list, const Document& doc);
   void read_host_traces(const Value& list, const Document& doc);
   bool reading_host_ = false;  // read_segment is filling Snapshot::host

@@ -6,6 +6,8 @@
 #include "model/builder.h"
 
 #include <algorithm>
+#include <bit>
+#include <charconv>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,26 @@ PoolId pool_of(const Value& v, const Document& doc) {
 std::string_view text_of(const Value& v) { return v.is_str() ? v.str() : std::string_view(); }
 
 }  // namespace
+
+// roundup_power2_divisions: {"1": n, "2": n, ..., "32768": n}, keys the interval's start in MiB.
+void read_roundup_divisions(const Value& dict, const Document& doc, AllocatorSettings& s) {
+  if (dict.kind != Kind::Dict) return;
+  const Value* key = nullptr;
+  for (const Value& v : doc.items(dict)) {
+    if (!key) {
+      key = &v;
+      continue;
+    }
+    const std::string_view name = key->is_str() ? key->str() : std::string_view();
+    key = nullptr;
+    std::uint64_t mib = 0;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), mib);
+    const std::int64_t n = v.as_int();
+    if (ec != std::errc() || end != name.data() + name.size() || !std::has_single_bit(mib) || n < 0) continue;
+    const auto index = static_cast<std::size_t>(std::countr_zero(mib));
+    if (index < s.roundup_power2_divisions.size()) s.roundup_power2_divisions[index] = static_cast<std::uint32_t>(std::min<std::int64_t>(n, 1 << 20));
+  }
+}
 
 FrameId SnapshotBuilder::intern_frame(Frame f) {
   if (auto it = frame_index_.find({f.filename, f.name, f.line}); it != frame_index_.end()) return it->second;
@@ -87,15 +109,18 @@ StackId SnapshotBuilder::note_event_facts(std::size_t device, const TraceFields&
   const std::string_view metadata = text_of(f.extra[extra_slot(TraceField::UserMetadata)]);
   const std::string_view context = text_of(f.extra[extra_slot(TraceField::CompileContext)]);
   const std::string_view internal = text_of(f.extra[extra_slot(TraceField::InternalMetadata)]);
+  const std::string_view category = text_of(f.extra[extra_slot(TraceField::Category)]);
   const Value& forward = f.extra[extra_slot(TraceField::ForwardFrames)];
   const bool has_forward = (forward.kind == Kind::List || forward.kind == Kind::Tuple) && doc.size(forward) > 0;
-  if (facts.pool.is_default() && metadata.empty() && (context.empty() || context == "N/A") && internal.empty() && !has_forward) {
+  if (facts.pool.is_default() && metadata.empty() && (context.empty() || context == "N/A") && internal.empty() && !has_forward &&
+      category.empty()) {
     return stack;
   }
   facts.entry = events_.entries(device);
   if (!metadata.empty()) facts.user_metadata = intern(metadata);
   if (!context.empty() && context != "N/A") facts.compile_context = intern(context);
   if (!internal.empty()) facts.internal_metadata = intern(internal);
+  if (!category.empty()) facts.category = intern(category);
   if (has_forward) facts.forward_stack = traceback_stack(forward, doc);
   grow_model(sizeof(EventFacts), "trace entries");
   if (snap_.event_facts.size() <= device) snap_.event_facts.resize(device + 1);

@@ -52,4 +52,14 @@ const EventFacts* Snapshot::facts_of_event(std::int64_t device, std::size_t inde
   return it != list.end() && it->entry == entry ? &*it : nullptr;
 }
 
+const FxFrame* Snapshot::fx_frame(FrameId f) const {
+  const auto it = std::lower_bound(fx_frames.begin(), fx_frames.end(), f, [](const FxFrame& x, FrameId id) { return x.frame < id; });
+  return it != fx_frames.end() && it->frame == f ? &*it : nullptr;
+}
+
+const AllocationTag& Snapshot::tag_of(StackId stack) const {
+  const auto it = std::lower_bound(tagged_stacks.begin(), tagged_stacks.end(), std::make_pair(stack, std::uint32_t{0}));
+  return it != tagged_stacks.end() && it->first == stack ? allocation_tags[it->second] : allocation_tags.front();
+}
+
 }  // namespace memsnap

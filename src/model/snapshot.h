@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -115,6 +116,30 @@ struct EventFacts {
   StrId compile_context = 0;         // "" when none or "N/A"
   StrId internal_metadata = 0;
   StackId forward_stack = kNoStack;  // forward_frames, innermost first
+  StrId category = 0;                // category (profiler-derived snapshots), "" when none
+};
+
+// What an allocation says about itself beyond its frames (2026 keys): its compiled region
+// (compile_context), its user_metadata label, the text of the annotate entries on it ("; "
+// between several) and its profiler category. An allocation with one gets a stack of its own
+// (the same frames under a new id) tagged with it, so sites can tell regions and labels apart.
+struct AllocationTag {
+  StrId region = 0;
+  StrId label = 0;
+  StrId note = 0;
+  StrId category = 0;
+  bool empty() const { return region == 0 && label == 0 && note == 0 && category == 0; }
+  bool operator==(const AllocationTag&) const = default;
+};
+
+// A frame of FX-generated code with the keys _snapshot(augment_with_fx_traces=True) adds:
+// the node's op, name and target, and fx_original_trace (the model's lines, innermost first).
+struct FxFrame {
+  FrameId frame = 0;
+  StrId node_op = 0;
+  StrId node_name = 0;
+  StrId node_target = 0;
+  StackId original = kNoStack;
 };
 
 // Pinned host memory (host_segments, host_traces; PyTorch 2026): the host allocator's own
@@ -139,6 +164,10 @@ struct AllocatorSettings {
   bool present = false;
   std::optional<std::int64_t> max_split_size;  // nullopt or -1: unlimited
   std::optional<bool> expandable_segments;
+  // roundup_power2_divisions: divisions per power-of-two interval of request sizes, interval k
+  // holding sizes in [2^k MiB, 2^(k+1) MiB) (the first also everything smaller, the last also
+  // everything larger); 0 or 1: plain 512-byte rounding.
+  std::array<std::uint32_t, 16> roundup_power2_divisions{};
   std::string conf;  // PYTORCH_CUDA_ALLOC_CONF string
   std::string json;  // the whole dict as JSON, for `dump` and reports
 };
@@ -166,6 +195,17 @@ struct Snapshot {
   // events with forward_frames get them), sorted: their site is the forward line.
   std::vector<StackId> forward_attributed;
   bool forward_attributed_stack(StackId s) const { return std::binary_search(forward_attributed.begin(), forward_attributed.end(), s); }
+  // FX frames (sorted by frame) and the stacks whose FX frames got their fx_original_trace put
+  // before them (sorted): their site is the model's line.
+  std::vector<FxFrame> fx_frames;
+  std::vector<StackId> fx_attributed;
+  bool fx_attributed_stack(StackId s) const { return std::binary_search(fx_attributed.begin(), fx_attributed.end(), s); }
+  const FxFrame* fx_frame(FrameId f) const;
+  // Allocation tags (index 0: none) and the tagged stacks, (stack, tag index) sorted by stack.
+  std::vector<AllocationTag> allocation_tags{AllocationTag{}};
+  std::vector<std::pair<StackId, std::uint32_t>> tagged_stacks;
+  // The tag of `stack` (an empty tag for an untagged stack).
+  const AllocationTag& tag_of(StackId stack) const;
   HostMemory host;
 
   std::map<std::string, std::uint64_t> unknown_keys;     // "segment.foo" -> count

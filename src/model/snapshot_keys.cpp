@@ -45,6 +45,10 @@ constexpr KeyRow<FrameDictKey> kFrameKeys[] = {
     {"filename", FrameDictKey::Filename},
     {"name", FrameDictKey::Name},
     {"line", FrameDictKey::Line},
+    {"fx_node_op", FrameDictKey::FxNodeOp},
+    {"fx_node_name", FrameDictKey::FxNodeName},
+    {"fx_node_target", FrameDictKey::FxNodeTarget},
+    {"fx_original_trace", FrameDictKey::FxOriginalTrace},
 };
 
 constexpr KeyRow<TraceField> kTraceEntryKeys[] = {

@@ -21,7 +21,7 @@ enum class SegmentKey : std::uint8_t {
   Blocks, PoolId, ForwardFrames, Unknown
 };
 enum class BlockKey : std::uint8_t { Address, Size, RequestedSize, State, Frames, History, ForwardFrames, Ignored, Unknown };
-enum class FrameDictKey : std::uint8_t { Filename, Name, Line, Unknown };
+enum class FrameDictKey : std::uint8_t { Filename, Name, Line, FxNodeOp, FxNodeName, FxNodeTarget, FxOriginalTrace, Unknown };
 
 template <typename Field>
 struct KeyRow {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <span>
 #include <utility>
 #include <vector>
 #include <fmt/format.h>
@@ -38,6 +39,23 @@ class LineWriter {
   int error_ = 0;
 };
 
+// ,"key":"text" for each non-empty text.
+void append_texts(fmt::memory_buffer& b, const Snapshot& s, std::span<const std::pair<const char*, StrId>> texts) {
+  for (const auto& [key, id] : texts) {
+    if (id == 0) continue;
+    fmt::format_to(std::back_inserter(b), ",\"{}\":", key);
+    append_json_string(b, s.str(id));
+  }
+}
+
+// An FX frame's keys (augment_with_fx_traces=True); fx_original_trace as the id of its stack.
+void append_fx_keys(fmt::memory_buffer& b, const Snapshot& s, const FxFrame& fx) {
+  const std::pair<const char*, StrId> texts[] = {
+      {"fx_node_op", fx.node_op}, {"fx_node_name", fx.node_name}, {"fx_node_target", fx.node_target}};
+  append_texts(b, s, texts);
+  if (fx.original != kNoStack) fmt::format_to(std::back_inserter(b), ",\"fx_original_stack\":{}", fx.original);
+}
+
 void append_frames(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
   b.push_back('[');
   const FrameId* f = s.stack_begin(stack);
@@ -48,22 +66,30 @@ void append_frames(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
     append_json_string(b, s.str(fr.filename));
     fmt::format_to(std::back_inserter(b), ",\"line\":{},\"name\":", fr.line);
     append_json_string(b, s.str(fr.name));
+    if (const FxFrame* fx = s.fx_frames.empty() ? nullptr : s.fx_frame(f[i])) append_fx_keys(b, s, *fx);
     b.push_back('}');
   }
   b.push_back(']');
+}
+
+// The tag of an allocation's stack (compiled region, label, annotate text, category), if any.
+void append_tag(fmt::memory_buffer& b, const Snapshot& s, StackId stack) {
+  if (s.tagged_stacks.empty()) return;
+  const AllocationTag& tag = s.tag_of(stack);
+  const std::pair<const char*, StrId> texts[] = {
+      {"region", tag.region}, {"label", tag.label}, {"annotation", tag.note}, {"category", tag.category}};
+  append_texts(b, s, texts);
 }
 
 // The 2026 facts of one trace event (pool_id, metadata, compiled region, forward frames).
 void append_event_facts(fmt::memory_buffer& b, const Snapshot& s, const EventFacts* f) {
   if (!f) return;
   fmt::format_to(std::back_inserter(b), ",\"pool_id\":[{},{}]", f->pool.first, f->pool.second);
-  const std::pair<const char*, StrId> texts[] = {
-      {"user_metadata", f->user_metadata}, {"compile_context", f->compile_context}, {"internal_metadata", f->internal_metadata}};
-  for (const auto& [key, id] : texts) {
-    if (id == 0) continue;
-    fmt::format_to(std::back_inserter(b), ",\"{}\":", key);
-    append_json_string(b, s.str(id));
-  }
+  const std::pair<const char*, StrId> texts[] = {{"user_metadata", f->user_metadata},
+                                                  {"compile_context", f->compile_context},
+                                                  {"internal_metadata", f->internal_metadata},
+                                                  {"category", f->category}};
+  append_texts(b, s, texts);
   if (f->forward_stack != kNoStack) fmt::format_to(std::back_inserter(b), ",\"forward_stack\":{}", f->forward_stack);
 }
 
@@ -106,6 +132,7 @@ void dump_blocks(const Snapshot& s, LineWriter& w, const std::vector<Segment>& s
       if (const StackId fwd = host ? kNoStack : block_forward_stack(s, g.first_block + k); fwd != kNoStack) {
         fmt::format_to(std::back_inserter(b), ",\"forward_stack\":{}", fwd);
       }
+      if (!host) append_tag(b, s, bl.stack);
       if (host) fmt::format_to(std::back_inserter(b), ",\"host\":true");
       b.push_back('}');
       w.end_line();
@@ -137,6 +164,7 @@ void dump_trace(const Snapshot& s, LineWriter& w) {
                      e.size, s.stream(e));
       if (e.has_time) fmt::format_to(std::back_inserter(b), ",\"time_us\":{}", e.time_us);
       append_event_facts(b, s, s.facts_of_event(static_cast<std::int64_t>(d), i));
+      if (e.action == Action::Alloc) append_tag(b, s, e.stack);
       fmt::format_to(std::back_inserter(b), ",\"stack\":{}}}", e.stack);
       w.end_line();
     }
@@ -149,6 +177,9 @@ void dump_frames(const Snapshot& s, LineWriter& w) {
     auto& b = w.buf();
     fmt::format_to(std::back_inserter(b), "{{\"stack\":{},\"frames\":", id);
     append_frames(b, s, id);
+    if (s.forward_attributed_stack(id)) fmt::format_to(std::back_inserter(b), ",\"via_forward_frames\":true");
+    if (s.fx_attributed_stack(id)) fmt::format_to(std::back_inserter(b), ",\"via_fx_original_trace\":true");
+    append_tag(b, s, id);
     b.push_back('}');
     w.end_line();
   }

@@ -63,11 +63,11 @@ class SiteTable {
     if (id == kNone || id >= keys_.size()) return -1;
     if (emitted_[id] >= 0) return emitted_[id];
     emitted_[id] = static_cast<std::int64_t>(out_.size());
-    const std::uint64_t key = keys_[id];
-    if (key == 0) {
+    const std::uint64_t frame = SiteCache::frame_of_key(keys_[id]);  // keys also tell compiled regions apart
+    if (frame == 0) {
       out_.push_back({{"site", "[no stack recorded]"}, {"function", ""}});
     } else {
-      const Frame& f = s_.frames[key - 1];
+      const Frame& f = s_.frames[frame - 1];
       out_.push_back({{"site", fmt::format("{}:{}", s_.str(f.filename), f.line)}, {"function", s_.str(f.name)}});
     }
     return emitted_[id];

@@ -1,5 +1,6 @@
 // Builds the contract's JSON report from an Analysis.
 #include "report/json_report.h"
+#include "report/site_tags_report.h"
 #include "report/site_what_json.h"
 
 #include "report/pool_host_sections.h"
@@ -58,6 +59,7 @@ nlohmann::ordered_json site_json(const Site& site, const Snapshot* snapshot) {
   j["category"] = category_name(site.category);
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
   if (site.via_forward_frames) j["via_forward_frames"] = true;
+  add_site_tags(j, site);
   nlohmann::ordered_json provenance;
   for (std::size_t p = 0; p < kProvenanceCount; ++p) provenance[std::string(name_of(static_cast<Provenance>(p)))] = site.bytes_by_provenance[p];
   j["provenance"] = provenance;
@@ -230,6 +232,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (const auto& d : a.totals.devices) devices.push_back({{"device", d.device}, {"totals", totals_json(d.totals)}});
   j["devices"] = devices;
   j["top_sites"] = sites_json(a.sites, a.options.top, &s);
+  j["group_by"] = name_of(a.options.group_by);
+  j["labels"] = labels_json(a.labels);
   j["trace"] = trace_json(a.trace);
   auto& ooms = j["trace"]["oom"];
   for (std::size_t i = 0; i < a.ooms.size() && i < ooms.size(); ++i) {

@@ -2,6 +2,7 @@
 // next steps, uncertainties. Prose is wrapped for an 80-column terminal; sizes in binary units.
 #include "report/text_report.h"
 #include "base/base_name.h"
+#include "report/site_tags_report.h"
 #include "report/site_what_text.h"
 
 #include "report/pool_host_sections.h"
@@ -104,8 +105,13 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
     out += fmt::format("  {:>2}. {:>10}  {:5.1f}%  {:>5} blocks  {}{}\n", i + 1, format_bytes(s.bytes), s.percent, s.blocks,
                        device_column(s, show_device), s.no_stack ? no_stack_label(s) : category_name(s.category));
     if (s.no_stack) continue;
+    if (!s.group.empty()) {
+      out += group_row_line(s, wrap) + site_tag_lines(s, wrap);
+      continue;
+    }
     out += wrap(s.site + " in " + s.function + (s.via_forward_frames ? " (forward line of a backward allocation, from forward_frames)" : ""),
                 "      at ", "         ");
+    out += site_tag_lines(s, wrap);
     out += site_what_lines(s, wrap);
     for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
   }
@@ -209,6 +215,7 @@ std::string text_report(const ReportInput& in) {
   budget_text_section(out, a);
   out += "\nWhere the live memory was allocated\n";
   sites_section(out, a.sites, a.options.top, a.totals.devices.size() > 1);
+  labels_text(out, a.labels);
   out += "\nFree timeline\n";
   timeline_section(out, a);
   host_memory_text(out, a.host, a.options.top);

@@ -47,7 +47,10 @@ TEST(PickleOpcodes, TheUseColumnDecidesWhatTheReaderDoes) {
 }
 
 // A JSON value of the right type for each field the builder reads.
-nlohmann::json frame_json() { return {{"filename", "/home/me/train.py"}, {"name", "main"}, {"line", 3}}; }
+nlohmann::json frame_json() {
+  return {{"filename", "/home/me/train.py"}, {"name", "main"}, {"line", 3}, {"fx_node_op", "call_function"},
+          {"fx_node_name", "mm"}, {"fx_node_target", "aten.mm.default"}, {"fx_original_trace", ""}};
+}
 
 nlohmann::json trace_value(TraceField field) {
   switch (field) {
