@@ -225,6 +225,12 @@ async function inspect(context, htmlPath, report, name, expectCharts) {
     }
     check(ordered, `${name}: segment maps list the most free bytes first`);
   }
+  // The allocations' tags (compiled region, labels, annotate notes) show on their site rows.
+  for (const tag of ['region', 'labels', 'notes']) {
+    const want = report.top_sites.filter((x) => x[tag] && x[tag].length).length;
+    const shown = await page.locator(`#sites table >> nth=0 >> [data-tag="${tag}"]`).count();
+    if (want) check(shown === want, `${name}: ${want} top sites show their ${tag} (${shown} shown)`);
+  }
   if (report.devices.length > 1) {
     const headers = await page.locator('#sites table').first().locator('th').allTextContents();
     check(headers.includes('Device'), `${name}: the top sites table has a Device column`);

@@ -671,6 +671,10 @@
     }
     if (x.what) parts.push(h('div', { class: 'fn' }, x.what));
     if (x.what_op && x.what_op !== x.what) parts.push(h('div', { class: 'fn' }, x.what_op));
+    // The allocations' tags (2026 snapshots): compiled region, user_metadata labels, annotate text.
+    if (x.region) parts.push(h('div', { class: 'fn', 'data-tag': 'region' }, 'compiled region: ' + x.region));
+    if ((x.labels || []).length) parts.push(h('div', { class: 'fn', 'data-tag': 'labels' }, 'label: ' + x.labels.join(', ')));
+    if ((x.notes || []).length) parts.push(h('div', { class: 'fn', 'data-tag': 'notes' }, 'annotated: ' + x.notes.join('; ')));
     return parts;
   }
 
