@@ -84,6 +84,19 @@ std::string short_cxx_name(std::string_view full) {
   return name;
 }
 
+namespace {
+
+// Inductor's output code lives in a file named by a 52-character hash under the
+// torchinductor_<user> cache: say what it is, with the hash shortened ("" for other frames).
+std::string generated_code_what(std::string_view file, std::string_view function, FrameFacts facts) {
+  if (!(facts & kGeneratedCode) || file.find("/torchinductor_") == std::string_view::npos) return "";
+  const std::size_t slash = file.find_last_of('/');
+  const std::string_view base = slash == std::string_view::npos ? file : file.substr(slash + 1);
+  return fmt::format("torch.compile (Inductor) output code {}{}:{}", base.substr(0, 8), base.size() > 11 ? "..." : "", function);
+}
+
+}  // namespace
+
 void describe_what(const Snapshot& s, StackId stack, std::size_t site_position, Site& site) {
   site.what.clear();
   site.what_frame.clear();
@@ -107,7 +120,8 @@ void describe_what(const Snapshot& s, StackId stack, std::size_t site_position, 
       site.what_frame = format_frame(s, frames[i]);
       std::string file(s.str(f.filename));
       std::replace(file.begin(), file.end(), '\\', '/');
-      site.what = fmt::format("{}:{}", package_path(file), s.str(f.name));
+      site.what = generated_code_what(file, s.str(f.name), f.facts);
+      if (site.what.empty()) site.what = fmt::format("{}:{}", package_path(file), s.str(f.name));
     }
   }
   if (site.what_op.empty()) site.what_op = stub_op;

@@ -227,7 +227,7 @@ std::vector<StackCase> what_cases() {
        2, Category::Activation, nullptr, "torch/nn/modules/linear.py:forward", "at::native::addmm_out_cuda_impl"},
       {"Inductor's generated code by its file name",
        {{"/tmp/torchinductor_me/ab/cabc.py", "call"}, {"/home/me/model.py", "forward"}}, 1, Category::Activation, nullptr,
-       "cabc.py:call"},
+       "torch.compile (Inductor) output code cabc.py:call"},
       py_glue({pkg("torch/utils/_device.py"), "__torch_function__"}),
       py_glue({pkg("torch/nn/modules/module.py"), "_call_impl"}),
       py_glue({pkg("torch/nn/modules/module.py"), "_wrapped_call_impl"}),
