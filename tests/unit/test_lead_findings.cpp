@@ -14,6 +14,7 @@
 #include "analysis/frame_filter.h"
 #include "analysis/site_what.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -127,22 +128,8 @@ namespace memsnap {
 namespace {
 
 TEST(SiteWhat, InductorOutputCodeIsSaidToBeTorchCompiles) {
-  Snapshot s;
-  s.strings = {""};
-  auto add = [&](const std::string& file, const std::string& name, std::int64_t line) {
-    Frame f;
-    f.filename = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(file);
-    f.name = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(name);
-    f.line = line;
-    f.facts = frame_facts(file, name);
-    s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
-    s.frames.push_back(f);
-  };
-  add("/tmp/torchinductor_me/p6/cp6jhjzn335lo2yptjts5dpdcdk4hshtke2lv7btq23fgwnwn4mq.py", "call", 3063);
-  add("/home/me/transformer.py", "forward", 22);
-  s.stack_offsets.push_back(static_cast<std::uint32_t>(s.stack_frames.size()));
+  const Snapshot s = test::one_stack({{"/tmp/torchinductor_me/p6/cp6jhjzn335lo2yptjts5dpdcdk4hshtke2lv7btq23fgwnwn4mq.py", "call", 3063},
+                                      {"/home/me/transformer.py", "forward", 22}});
   const SiteChoice choice = choose_site(s, 1);
   ASSERT_TRUE(choice.found);
   const Site site = describe_site(s, 1, choice);

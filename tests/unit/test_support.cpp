@@ -1,6 +1,8 @@
 // Shared test helpers.
 #include "test_support.h"
 
+#include "model/frame_facts.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -122,5 +124,23 @@ const char* const kSpecVectorHex =
     "65746164617461948c0094681068117561618c12616c6c6f6361746f725f73657474696e6773947d94288c0e6d6178"
     "5f73706c69745f73697a65944affffffff8c1c676172626167655f636f6c6c656374696f6e5f7468726573686f6c64"
     "94470000000000000000758c1465787465726e616c5f616e6e6f746174696f6e73945d94752e";
+
+Snapshot one_stack(const std::vector<StackFrame>& frames) {
+  Snapshot s;
+  s.strings = {""};
+  for (const StackFrame& sf : frames) {
+    Frame f;
+    f.filename = static_cast<StrId>(s.strings.size());
+    s.strings.push_back(sf.file);
+    f.name = static_cast<StrId>(s.strings.size());
+    s.strings.push_back(sf.name);
+    f.line = sf.line;
+    f.facts = frame_facts(sf.file, sf.name);
+    s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
+    s.frames.push_back(f);
+  }
+  s.stack_offsets.push_back(static_cast<std::uint32_t>(s.stack_frames.size()));
+  return s;
+}
 
 }  // namespace memsnap::test

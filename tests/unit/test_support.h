@@ -44,6 +44,13 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
+// A snapshot holding one stack (stack 1) of these frames, innermost first, each with its frame facts.
+struct StackFrame {
+  std::string file, name;
+  std::int64_t line = 0;
+};
+Snapshot one_stack(const std::vector<StackFrame>& frames);
+
 // The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
 extern const char* const kSpecVectorHex;
 

@@ -19,6 +19,7 @@
 #include "analysis/frame_filter.h"
 #include "analysis/memory_budget.h"
 #include "analysis/site_what.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace {
@@ -30,23 +31,10 @@ struct Cxx {
 
 // One stack: the C++ frames innermost first, then the user's line.
 Snapshot stack_with_user_line(const std::vector<Cxx>& native) {
-  Snapshot s;
-  s.strings = {""};
-  auto add = [&](const std::string& file, const std::string& name, std::int64_t line) {
-    Frame f;
-    f.filename = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(file);
-    f.name = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(name);
-    f.line = line;
-    f.facts = frame_facts(file, name);
-    s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
-    s.frames.push_back(f);
-  };
-  for (const Cxx& c : native) add("??", c.name, 0);
-  add("/home/me/model.py", "forward", 42);
-  s.stack_offsets.push_back(static_cast<std::uint32_t>(s.stack_frames.size()));
-  return s;
+  std::vector<test::StackFrame> frames;
+  for (const Cxx& c : native) frames.push_back({"??", c.name, 0});
+  frames.push_back({"/home/me/model.py", "forward", 42});
+  return test::one_stack(frames);
 }
 
 constexpr StackId kStack = 1;
