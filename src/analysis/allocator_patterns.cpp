@@ -1,7 +1,8 @@
 // The patterns of the allocator's state the report can support with evidence: fragmentation or
-// capacity at each OOM, large inactive cache (fragments or cached_memory), frees pending on
+// capacity at the OOMs (one finding per device and verdict), large inactive cache (fragments or cached_memory), frees pending on
 // another stream, and memory outside PyTorch's allocator (with --device-used).
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -29,9 +30,17 @@ void add_pool_fixes(const OomAnalysis& o, std::vector<Fix>& fixes) {
   fixes.insert(fixes.begin(), first.begin(), first.end());
 }
 
+// One pattern per device and verdict, from its first OOM with that verdict; the later ones are
+// counted in its evidence (a trace that retries after OOMs would otherwise repeat one finding).
 void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& out) {
+  std::map<std::pair<std::int64_t, OomVerdict>, std::pair<std::size_t, std::size_t>> first;  // -> (pattern, repeats)
   for (const OomAnalysis& o : a.ooms) {
     if (o.verdict != OomVerdict::Fragmentation && o.verdict != OomVerdict::Capacity) continue;
+    if (const auto it = first.find({o.event.device, o.verdict}); it != first.end()) {
+      ++it->second.second;
+      continue;
+    }
+    first[{o.event.device, o.verdict}] = {out.size(), 0};
     Pattern p;
     const std::string where = site_label(s, o.event.stack);
     p.evidence = {
@@ -59,6 +68,11 @@ void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& ou
     add_pool_fixes(o, p.fix);
     if (!where.empty()) p.sites.push_back(where);
     out.push_back(std::move(p));
+  }
+  for (const auto& [key, at] : first) {
+    if (at.second == 0) continue;
+    out[at.first].evidence.push_back(sentence("{} later studied OOM(s) on device {} have the same verdict ({})", at.second, key.first,
+                                              oom_verdict_name(key.second)));
   }
 }
 

@@ -75,12 +75,13 @@ Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
     PhaseTimer t("ooms");
     m.ooms = analyze_ooms(s, m.trace, r.timelines);
   }
-  std::size_t k = 0;  // m.ooms is in timeline order
+  std::size_t first = 0;  // m.ooms is in timeline order
   for (const DeviceTimeline& t : r.timelines) {
-    for (const auto& live : t.live_at_oom) {
-      if (k < m.ooms.size()) m.ooms[k].sites_before = attribute(live_items(t, live), site_cache);
-      ++k;
+    for (std::size_t i = 0; i < t.live_at_oom.size(); ++i) {
+      const std::size_t k = first + t.studied_ooms[i];
+      if (k < m.ooms.size()) m.ooms[k].sites_before = attribute(live_items(t, t.live_at_oom[i]), site_cache);
     }
+    first += t.oom_events.size();
   }
   m.budgets = memory_budgets(s, r.timelines, m.totals);
   m.view = default_view(m.budgets);

@@ -338,12 +338,16 @@ std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSumma
                                       const std::vector<DeviceTimeline>& timelines) {
   std::vector<OomAnalysis> out(trace.ooms.size());
   std::map<std::pair<std::int64_t, std::size_t>, std::size_t> position;  // (device, event index) -> in trace.ooms
-  for (std::size_t k = 0; k < trace.ooms.size(); ++k) position.emplace(std::make_pair(trace.ooms[k].device, trace.ooms[k].index), k);
+  for (std::size_t k = 0; k < trace.ooms.size(); ++k) {
+    position.emplace(std::make_pair(trace.ooms[k].device, trace.ooms[k].index), k);
+    out[k].event = trace.ooms[k];
+    out[k].studied = false;
+  }
   const std::uint64_t max_split = max_split_bytes(snapshot);
   for (const DeviceTimeline& t : timelines) {
     const std::vector<DeviceLayout> layouts = layouts_before_ooms(snapshot, t);
     for (std::size_t i = 0; i < layouts.size(); ++i) {
-      const auto it = position.find({t.device, t.oom_events[i]});
+      const auto it = position.find({t.device, studied_oom_event(t, i)});
       if (it == position.end()) continue;
       const std::vector<Gap> gaps = gaps_of(layouts[i]);
       Layout layout = summarize(layouts[i], gaps);

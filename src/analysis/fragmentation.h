@@ -60,6 +60,9 @@ inline const char* oom_verdict_name(OomVerdict v) { return name_of(v).data(); }
 
 struct OomAnalysis {
   OomEvent event;
+  // False for an OOM between the first and the last studied ones of a device with more than
+  // kStudiedOomsPerDevice (timeline.h): only `event` is filled.
+  bool studied = true;
   Layout at_oom;
   // Largest inactive block the failed request could have used (same device, pool, stream,
   // max_split_size rules), from the layout at the OOM.
@@ -82,7 +85,7 @@ struct OomAnalysis {
 };
 
 // One analysis per entry of trace.ooms (summarize_trace of the same timelines), from the
-// layouts before them.
+// layouts before them; the OOMs a device does not study have only their event.
 std::vector<OomAnalysis> analyze_ooms(const Snapshot& snapshot, const TraceSummary& trace,
                                       const std::vector<DeviceTimeline>& timelines);
 

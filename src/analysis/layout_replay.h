@@ -79,8 +79,8 @@ DeviceLayout final_device_layout(const Snapshot& snapshot, std::int64_t device);
 std::vector<DeviceLayout> layouts_before(const Snapshot& snapshot, const DeviceTimeline& timeline,
                                          const std::vector<std::size_t>& indices);
 
-// The layouts just before each of the timeline's oom events (timeline.oom_events), from the
-// live sets build_timelines() keeps for them.
+// The layouts just before each of the timeline's studied oom events (timeline.studied_ooms), from
+// the live sets build_timelines() keeps for them.
 std::vector<DeviceLayout> layouts_before_ooms(const Snapshot& snapshot, const DeviceTimeline& timeline);
 
 }  // namespace memsnap

@@ -228,7 +228,7 @@ std::uint64_t non_negative(std::int64_t v) { return v > 0 ? static_cast<std::uin
 
 // The moments of one device: the end, then (with a trace) the peak and each OOM.
 std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, const DeviceTotals& d,
-                               std::size_t& oom_index) {
+                               std::size_t first_oom) {
   std::vector<Moment> out;
   Moment& end = out.emplace_back();
   end.budget.device = d.device;
@@ -242,10 +242,10 @@ std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeli
     peak.budget = {d.device, BudgetMoment::Peak, 0, t->peak_index, non_negative(*t->peak_allocated), 0, {}, {}, {}};
     peak.items = t->live_at_peak;
   }
-  for (std::size_t i = 0; i < t->live_at_oom.size() && i < t->oom_events.size(); ++i) {
+  for (std::size_t i = 0; i < t->live_at_oom.size() && i < t->studied_ooms.size(); ++i) {
     Moment& oom = out.emplace_back();
-    const std::size_t at = t->oom_events[i];
-    oom.budget = {d.device, BudgetMoment::Oom, oom_index++, at, non_negative(t->curve[at]), 0, {}, {}, {}};
+    const std::size_t at = studied_oom_event(*t, i);
+    oom.budget = {d.device, BudgetMoment::Oom, first_oom + t->studied_ooms[i], at, non_negative(t->curve[at]), 0, {}, {}, {}};
     oom.items = live_items(*t, t->live_at_oom[i]);
   }
   return out;
@@ -346,11 +346,10 @@ std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<De
   std::size_t n = 0;
   for (const DeviceTimeline& t : timelines) {
     first_oom[t.device] = n;
-    n += t.live_at_oom.size();
+    n += t.oom_events.size();
   }
   for (const DeviceTotals& d : totals.devices) {
-    std::size_t oom_index = first_oom.count(d.device) ? first_oom[d.device] : 0;
-    std::vector<Moment> moments = moments_of(s, timelines, d, oom_index);
+    std::vector<Moment> moments = moments_of(s, timelines, d, first_oom.count(d.device) ? first_oom[d.device] : 0);
     const SizeCounts gradients = gradient_sizes(s, moments, kinds);
     for (Moment& m : moments) {
       const std::vector<Decision> decisions = decide(s, m.items, gradients, kinds, m.budget);

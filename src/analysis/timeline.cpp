@@ -160,9 +160,11 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   t.pending_streams.assign(streams.begin(), streams.end());
 }
 
-// One pass over the lifetimes for the live sets at the peak and before each OOM.
+// One pass over the lifetimes for the live sets at the peak and before each studied OOM.
 void find_live_at_peak_and_ooms(DeviceTimeline& t) {
-  std::vector<std::size_t> moments = t.oom_events;  // ascending
+  t.studied_ooms = studied_oom_positions(t.oom_events.size());
+  std::vector<std::size_t> moments;  // ascending
+  for (std::size_t i = 0; i < t.studied_ooms.size(); ++i) moments.push_back(studied_oom_event(t, i));
   const auto at = moments.insert(std::upper_bound(moments.begin(), moments.end(), t.peak_index), t.peak_index);
   const auto peak = static_cast<std::size_t>(at - moments.begin());
   auto live = live_lifetimes(t, moments);
@@ -215,6 +217,15 @@ void mark_steps(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events,
 }
 
 }  // namespace
+
+std::vector<std::size_t> studied_oom_positions(std::size_t oom_count) {
+  std::vector<std::size_t> out;
+  constexpr std::size_t kHalf = kStudiedOomsPerDevice / 2;
+  for (std::size_t i = 0; i < oom_count; ++i) {
+    if (oom_count <= kStudiedOomsPerDevice || i < kHalf || i >= oom_count - kHalf) out.push_back(i);
+  }
+  return out;
+}
 
 std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
   std::vector<std::vector<std::size_t>> out(indices.size());

@@ -89,7 +89,10 @@ struct DeviceTimeline {
   std::vector<LiveItem> live_at_peak;
   std::array<std::uint64_t, kActionCount> actions{};  // kept events per action
   std::vector<std::size_t> oom_events;                // indices of the oom events
-  // Per oom event, the lifetimes (indices into `lifetimes`) live just before it.
+  // The oom events studied one by one (live set, layout, sites): positions in oom_events, all of
+  // them or, on a device with more than kStudiedOomsPerDevice, the first and the last half of that.
+  std::vector<std::size_t> studied_ooms;
+  // Per studied oom event, the lifetimes (indices into `lifetimes`) live just before it.
   std::vector<std::vector<std::size_t>> live_at_oom;
   std::uint64_t matched_frees = 0;          // alloc ... free_completed pairs inside the window
   std::uint64_t frees_before_window = 0;    // free_completed of memory allocated before the window
@@ -118,6 +121,15 @@ struct DeviceTimeline {
   std::vector<std::int64_t> reserved_after;
   std::size_t reserved_peak_index = 0;  // the first state holding peak_reserved
 };
+
+// Each studied OOM costs its live set (sorted into a layout, attributed to sites, budgeted), and a
+// trace that retries after OOMs can hold hundreds whose live sets grow one after another: a device
+// studies its first and its last kStudiedOomsPerDevice / 2 one by one and counts the rest.
+inline constexpr std::size_t kStudiedOomsPerDevice = 32;
+// The positions in oom_events studied (ascending): every one, or the first and the last half of kStudied.
+std::vector<std::size_t> studied_oom_positions(std::size_t oom_count);
+// The event index of studied OOM i.
+inline std::size_t studied_oom_event(const DeviceTimeline& t, std::size_t i) { return t.oom_events[t.studied_ooms[i]]; }
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 

@@ -286,7 +286,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     m["size"] = e.size;
     m["allocated"] = allocated[e.index];
     m["reserved"] = reserved[e.index];
-    m["verdict"] = oom_verdict_name(a.ooms[i].verdict);
+    m["verdict"] = a.ooms[i].studied ? oom_verdict_name(a.ooms[i].verdict) : "not studied";
     ooms.push_back(std::move(m));
   }
   const std::span<const std::int64_t> curves[] = {allocated, reserved};

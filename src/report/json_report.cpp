@@ -239,6 +239,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
   for (std::size_t i = 0; i < a.ooms.size() && i < ooms.size(); ++i) {
     const OomAnalysis& o = a.ooms[i];
     if (const std::string site = site_label(s, o.event.stack); !site.empty()) ooms[i]["site"] = site;
+    ooms[i]["studied"] = o.studied;
+    if (!o.studied) continue;  // counted only (kStudiedOomsPerDevice): no layout, verdict or sites
     ooms[i]["verdict"] = oom_verdict_name(o.verdict);
     ooms[i]["allocated_at_oom"] = o.at_oom.allocated;
     ooms[i]["reserved_at_oom"] = o.at_oom.reserved;

@@ -124,6 +124,25 @@ std::string brief_site_line(const char* prefix, const Site& s) {
                      s.no_stack ? "[no stack recorded]" : s.site + " (" + s.function + ")");
 }
 
+
+// The OOMs a device does not study one by one (from `first`, consecutive): one line that counts
+// them and says how to look at any of them. Returns the position after them.
+std::size_t not_studied_ooms_line(std::string& out, const Analysis& a, std::size_t first) {
+  const OomEvent& e = a.ooms[first].event;
+  std::size_t end = first;
+  std::uint64_t smallest = e.size, largest = e.size;
+  for (; end < a.ooms.size() && !a.ooms[end].studied && a.ooms[end].event.device == e.device; ++end) {
+    smallest = std::min(smallest, a.ooms[end].event.size);
+    largest = std::max(largest, a.ooms[end].event.size);
+  }
+  const std::string sizes = smallest == largest ? format_bytes(smallest) : fmt::format("{} to {}", format_bytes(smallest), format_bytes(largest));
+  out += wrap(fmt::format("{} more OOMs on device {} (#{} to #{}, requests of {}) are counted, not studied one by one: memsnap "
+                          "studies the first {} and the last {} of a device; `memsnap at --oom {}` shows the first of them "
+                          "(numbered from 0).",
+                          end - first, e.device, first + 1, end, sizes, kStudiedOomsPerDevice / 2, kStudiedOomsPerDevice / 2, first),
+              "  ", "    ");
+  return end;
+}
 void timeline_section(std::string& out, const Analysis& a) {
   if (a.trace.analyzed == 0) {
     out += no_device_history_text(a);
@@ -161,6 +180,10 @@ void timeline_section(std::string& out, const Analysis& a) {
   }
   for (std::size_t k = 0; k < a.ooms.size(); ++k) {
     const OomAnalysis& o = a.ooms[k];
+    if (!o.studied) {
+      k = not_studied_ooms_line(out, a, k) - 1;
+      continue;
+    }
     out += wrap(fmt::format("OOM on device {}: {} requested, {} free on the device; verdict {}. {}", o.event.device,
                             format_bytes(o.event.size), format_bytes(o.event.device_free), oom_verdict_name(o.verdict), o.reason),
                 "  ", "    ");
