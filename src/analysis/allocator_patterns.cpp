@@ -7,12 +7,11 @@
 #include <fmt/format.h>
 
 #include "analysis/analyze.h"
+#include "base/units.h"
 
 namespace memsnap {
 namespace {
 
-constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr std::uint64_t kGiB = 1ull << 30;
 
 bool expandable_on(const Snapshot& s) { return s.settings.expandable_segments.value_or(false); }
 

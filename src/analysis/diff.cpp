@@ -12,6 +12,7 @@
 #include "analysis/steps.h"
 #include "base/checked.h"
 #include "base/format_bytes.h"
+#include "base/units.h"
 
 namespace memsnap {
 namespace {
@@ -19,13 +20,7 @@ namespace {
 // A site that gains at least this many blocks (and bytes) between the snapshots is called
 // leaking or retained; a single new block is more likely a one-off allocation.
 constexpr std::int64_t kMinLeakBlocks = 2;
-constexpr std::uint64_t kMiB = 1ull << 20;
 
-std::string signed_bytes(std::int64_t v) {
-  std::string out(v > 0 ? "+" : v < 0 ? "-" : "");
-  out += format_bytes(v < 0 ? -v : v);
-  return out;
-}
 std::string signed_count(std::int64_t v) { return fmt::format("{}{}", v > 0 ? "+" : "", v); }
 
 std::string key_of(const Site& s) { return s.site + '\x1f' + s.function; }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
+#include "base/units.h"
 
 namespace memsnap {
 namespace {
@@ -23,7 +24,6 @@ namespace {
 constexpr std::uint64_t kMinBlockSize = 512;
 constexpr std::uint64_t kSmallSize = 1048576;           // largest small-pool request
 constexpr std::uint64_t kMaxNonSplitRounding = 20971520;  // default max_non_split_rounding
-constexpr std::uint64_t kMiB = 1048576;
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 // Live memory at this share of what the device had (reserved + free) leaves too little for any
 // allocator setting to matter: the OOM is capacity whatever the fragments.

@@ -12,11 +12,9 @@
 
 #include "analysis/patterns.h"
 #include "base/format_bytes.h"
+#include "base/units.h"
 
 namespace memsnap::patterns_detail {
-
-constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr std::uint64_t kGiB = 1ull << 30;
 
 // Growth (retained_autograd_graph, growing_container).
 constexpr std::size_t kMinIntervals = 3;

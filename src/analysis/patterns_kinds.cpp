@@ -1,13 +1,12 @@
 // The autocast_weight_copies and kv_cache findings (rules in patterns_kinds.h).
 #include "analysis/patterns_kinds.h"
+#include "base/units.h"
 
 #include <algorithm>
 
 namespace memsnap {
 namespace {
 
-constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr std::uint64_t kGiB = 1ull << 30;
 
 struct KindShare {
   const MemoryBudget* budget = nullptr;

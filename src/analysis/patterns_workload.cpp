@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "analysis/patterns_internal.h"
+#include "base/units.h"
 
 namespace memsnap::patterns_detail {
 namespace {
@@ -261,8 +262,7 @@ std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
 // --------------------------------------------------- attention scores dominating the peak
 
 bool attention_name(std::string_view name) {
-  std::string n(name);
-  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string n = ascii_lower(name);
   return n.find("softmax") != std::string::npos || n.find("attention") != std::string::npos || n.find("attn") != std::string::npos;
 }
 

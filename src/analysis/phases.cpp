@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/frame_facts.h"
+#include "base/units.h"
 
 namespace memsnap {
 namespace {
@@ -27,18 +28,12 @@ constexpr std::size_t kNoiseEvents = 3;
 
 bool labelled_action(Action a) { return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted; }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // The phase an annotation's name names, Other when it names none.
 Phase phase_of_annotation(std::string_view name) {
   if (name.rfind("Optimizer.step#", 0) == 0) return Phase::OptimizerStep;
   if (name.rfind("Optimizer.zero_grad#", 0) == 0) return Phase::ZeroGrad;
   if (name.find("dynamo_timed") != std::string_view::npos || name.rfind("ProfilerStep", 0) == 0) return Phase::Other;
-  const std::string n = lower(name);
+  const std::string n = ascii_lower(name);
   if (n.find("zero_grad") != std::string::npos) return Phase::ZeroGrad;
   if (n.find("optimizer") != std::string::npos) return Phase::OptimizerStep;
   if (n.find("backward") != std::string::npos) return Phase::Backward;

@@ -13,16 +13,12 @@
 #include "base/checked.h"
 #include "base/error.h"
 #include "base/format_bytes.h"
+#include "base/units.h"
 
 namespace memsnap {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // A rank stands out when its metric is this far from the median (the larger of the two).
 constexpr double kOutlierFraction = 0.10;
@@ -269,7 +265,7 @@ std::string rank_list(const std::vector<std::int64_t>& ranks) {
 
 std::int64_t rank_from_name(const std::string& filename) {
   std::string stem = fs::path(filename).filename().string();
-  const std::string l = lower(stem);
+  const std::string l = ascii_lower(stem);
   auto digits_at = [&](std::size_t i) -> std::int64_t {
     std::size_t j = i;
     while (j < l.size() && std::isdigit(static_cast<unsigned char>(l[j]))) ++j;

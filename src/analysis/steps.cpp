@@ -1,6 +1,7 @@
 // Step boundaries from annotations or the trace, allocation lifetimes, and per-site series.
 #include "analysis/steps.h"
 #include "base/checked.h"
+#include "base/units.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,19 +17,13 @@ constexpr std::size_t kMaxBoundaries = 256;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // 1 = strongest evidence of a step; 0 = not a step marker.
 int annotation_priority(std::string_view name) {
   if (starts_with(name, "ProfilerStep#")) return 1;
   if (starts_with(name, "Optimizer.step#")) return 2;
   if (starts_with(name, "Optimizer.zero_grad#")) return 3;
   if (starts_with(name, "enumerate(DataLoader)#")) return 4;
-  const std::string l = lower(name);
+  const std::string l = ascii_lower(name);
   for (std::string_view noise : {"dynamo", "compile", "benchmark", "autotune", "zero_grad"}) {
     if (l.find(noise) != std::string::npos) return 0;
   }

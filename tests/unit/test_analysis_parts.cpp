@@ -15,7 +15,7 @@
 #include "base/big_vector.h"
 
 namespace memsnap {
-namespace {
+namespace analysis_parts_tests {
 
 TEST(BigVector, GrowsPastSeveralMappingsAndKeepsItsElements) {
   BigVector<std::uint64_t> v;
@@ -204,5 +204,5 @@ TEST(Timeline, LayoutsForSeveralMomentsMatchOneAtATime) {
                              [](const auto& a, const auto& b) { return a.first < b.first; }));
 }
 
-}  // namespace
+}  // namespace analysis_parts_tests
 }  // namespace memsnap

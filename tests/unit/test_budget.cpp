@@ -10,7 +10,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace budget_tests {
 
 std::string fixture(const std::string& name) { return std::string(MEMSNAP_FIXTURE_DIR) + "/" + name; }
 
@@ -120,5 +120,5 @@ TEST(BudgetCli, GrowthAgainstAStoredReport) {
   std::filesystem::remove(base);
 }
 
-}  // namespace
+}  // namespace budget_tests
 }  // namespace memsnap

@@ -8,7 +8,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace capture_tests {
 
 namespace fs = std::filesystem;
 
@@ -77,5 +77,5 @@ TEST(Capture, DistributedRecipeDumpsTheFailingRankOnce) {
   EXPECT_FALSE(fs::exists(dir.path / "shared/rank5.pickle"));
 }
 
-}  // namespace
+}  // namespace capture_tests
 }  // namespace memsnap

@@ -11,7 +11,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace cli_tests {
 
 std::string write_temp(const std::string& name, const std::vector<std::uint8_t>& bytes) {
   const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
@@ -109,5 +109,5 @@ TEST(Cli, CaptureRecipes) {
   EXPECT_NE(diff.out.find("memsnap step1.pickle --diff step101.pickle"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace cli_tests
 }  // namespace memsnap

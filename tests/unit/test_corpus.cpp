@@ -15,7 +15,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace corpus_tests {
 
 using test::corpus_dir;
 
@@ -76,5 +76,5 @@ TEST(Corpus, EveryRealSnapshotMatchesItsFacts) {
   EXPECT_EQ(checked, 54);
 }
 
-}  // namespace
+}  // namespace corpus_tests
 }  // namespace memsnap

@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace corpus_budget_tests {
 
 using test::corpus_dir;
 
@@ -39,5 +39,5 @@ TEST(CorpusBudget, EveryRealSnapshotsBudgetAddsUpToLiveMemory) {
   EXPECT_EQ(checked, 54);
 }
 
-}  // namespace
+}  // namespace corpus_budget_tests
 }  // namespace memsnap

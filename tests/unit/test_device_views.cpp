@@ -17,7 +17,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace device_views_tests {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 
@@ -140,5 +140,5 @@ TEST(DeviceViews, RealDataParallelSnapshotSplitsSitesByDevice) {
   EXPECT_GE(devices.size(), 2u);
 }
 
-}  // namespace
+}  // namespace device_views_tests
 }  // namespace memsnap

@@ -17,7 +17,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace diff_tests {
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / name; }
 
@@ -206,5 +206,5 @@ TEST(Diff, CliTextAndErrors) {
   EXPECT_EQ(directory.status, 2) << directory.err;
 }
 
-}  // namespace
+}  // namespace diff_tests
 }  // namespace memsnap

@@ -11,7 +11,7 @@
 #include "model/load.h"
 
 namespace memsnap {
-namespace {
+namespace diff_runs_tests {
 
 namespace fs = std::filesystem;
 
@@ -118,5 +118,5 @@ TEST(DiffRuns, RealFp32AndBf16RunsAreComparedPeakAgainstPeak) {
   EXPECT_NE(diff_headline(d).find("autocast_copy +241.16 MiB (most at "), std::string::npos) << diff_headline(d);
 }
 
-}  // namespace
+}  // namespace diff_runs_tests
 }  // namespace memsnap

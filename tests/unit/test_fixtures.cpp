@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace fixtures_tests {
 
 void expect_totals(const Totals& t, const nlohmann::json& truth) {
   EXPECT_EQ(t.reserved, truth.at("reserved").get<std::uint64_t>());
@@ -118,5 +118,5 @@ TEST(Fixtures, GeneratedSnapshotsMatchTheirTruth) {
   EXPECT_GE(checked, 14);
 }
 
-}  // namespace
+}  // namespace fixtures_tests
 }  // namespace memsnap

@@ -18,7 +18,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace format4_tests {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 constexpr std::uint64_t GiB = 1ull << 30;
@@ -238,5 +238,5 @@ TEST(Format4, DefaultPoolOomNextToAGraphPoolNamesThePoolFixes) {
   EXPECT_EQ(plain->fix[0].id, FixId::SmallerBatch);  // no private pool, no pool fixes
 }
 
-}  // namespace
+}  // namespace format4_tests
 }  // namespace memsnap

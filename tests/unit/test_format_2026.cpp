@@ -16,7 +16,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace format_2026_tests {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 constexpr std::uint64_t GiB = 1ull << 30;
@@ -159,5 +159,5 @@ TEST(Format2026, TracebackTextGivesFileLineAndFunction) {
   EXPECT_TRUE(parse_traceback("no frames here").empty());
 }
 
-}  // namespace
+}  // namespace format_2026_tests
 }  // namespace memsnap

@@ -14,7 +14,7 @@
 #include "analysis/trace_summary.h"
 
 namespace memsnap {
-namespace {
+namespace fragmentation_tests {
 
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
@@ -450,11 +450,11 @@ TEST(Fragmentation, LongTraceReplay) {
   EXPECT_EQ(result[0].at_oom.inactive, 17 * MiB);
 }
 
-}  // namespace
+}  // namespace fragmentation_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace fragmentation_tests {
 
 // Inactive memory split by what the allocator can do with it: wholly free segments (released by
 // empty_cache() and before an OOM) against fragments inside segments that hold live blocks.
@@ -528,5 +528,5 @@ TEST(Fragmentation, ThinFragmentsWithoutOomAreFragmentation) {
   EXPECT_EQ(std::find(ids.begin(), ids.end(), "cached_memory"), ids.end());
 }
 
-}  // namespace
+}  // namespace fragmentation_tests
 }  // namespace memsnap

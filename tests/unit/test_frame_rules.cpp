@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace frame_rules_tests {
 
 constexpr std::string_view kPkgs = "/opt/conda/lib/python3.11/site-packages/";
 
@@ -473,5 +473,5 @@ TEST(FrameRules, TheBuilderSetsEachFramesFacts) {
   EXPECT_EQ(sites[0].bytes, 1024u);
 }
 
-}  // namespace
+}  // namespace frame_rules_tests
 }  // namespace memsnap

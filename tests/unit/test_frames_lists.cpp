@@ -15,7 +15,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace frames_lists_tests {
 
 using test::PickleWriter;
 
@@ -169,5 +169,5 @@ TEST(ReferenceLists, ABadReferenceIsReportedAtItsByte) {
                        std::string(kRecaptureRemedy));
 }
 
-}  // namespace
+}  // namespace frames_lists_tests
 }  // namespace memsnap

@@ -12,7 +12,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace golden_tests {
 
 const char* const kGoldenCases[] = {"example", "oom_fragmentation", "pending_frees", "no_history", "growing_container"};
 
@@ -41,5 +41,5 @@ TEST(Golden, JsonReports) {
   for (const char* name : kGoldenCases) check_golden(name, "--format json", ".json");
 }
 
-}  // namespace
+}  // namespace golden_tests
 }  // namespace memsnap

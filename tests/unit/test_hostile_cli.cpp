@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace hostile_cli_tests {
 
 namespace fs = std::filesystem;
 
@@ -121,11 +121,11 @@ TEST(HostileCli, OutputThatIsTheInputIsRefused) {
   EXPECT_EQ(file_text(snap), before);
 }
 
-}  // namespace
+}  // namespace hostile_cli_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace hostile_cli_tests {
 
 std::string hostile(const std::string& name) { return std::string(MEMSNAP_DATA_DIR) + "/hostile/" + name; }
 
@@ -191,5 +191,5 @@ TEST(HostileHangs, SettingsThatHoldThemselvesAreCutAtTheBudget) {
   EXPECT_EQ(test::run_memsnap(hostile("self_referencing_settings.pickle") + " --format json").status, 0);
 }
 
-}  // namespace
+}  // namespace hostile_cli_tests
 }  // namespace memsnap

@@ -12,7 +12,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace hostile_input_tests {
 
 using test::gzip;
 using test::zstd;
@@ -83,5 +83,5 @@ TEST(HostileInput, CorruptGzipIsRefusedWithoutExpandingIt) {
   EXPECT_EQ(test::load_error(packed).substr(0, 25), "the gzip data is corrupt;");
 }
 
-}  // namespace
+}  // namespace hostile_input_tests
 }  // namespace memsnap

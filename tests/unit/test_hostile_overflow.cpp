@@ -18,7 +18,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace hostile_overflow_tests {
 
 constexpr std::uint64_t kHuge = (1ull << 62) + (1ull << 61);  // 6 EiB: two of them pass 2^63
 
@@ -129,5 +129,5 @@ TEST(HostileAmplification, JsonListsAtMostTheAnnotationBudget) {
   }
 }
 
-}  // namespace
+}  // namespace hostile_overflow_tests
 }  // namespace memsnap

@@ -18,7 +18,7 @@
 #include "report/json_report.h"
 
 namespace memsnap {
-namespace {
+namespace html_report_tests {
 
 using ojson = nlohmann::ordered_json;
 
@@ -327,5 +327,5 @@ TEST(HtmlReport, LongTimelinesStaySmallAndKeepThePeak) {
   }
 }
 
-}  // namespace
+}  // namespace html_report_tests
 }  // namespace memsnap

@@ -8,7 +8,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace input_tests {
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -77,5 +77,5 @@ TEST(Input, JsonSnapshotsLoad) {
   EXPECT_NE(test::load_error(bytes_of("{\"segments\": [")).find("the JSON is malformed"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace input_tests
 }  // namespace memsnap

@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace key_tables_tests {
 
 using test::PickleWriter;
 
@@ -155,5 +155,5 @@ TEST(SnapshotKeys, LookupFallsBackToUnknown) {
   EXPECT_EQ(field_of(root_keys(), "traces"), RootKey::Ignored);
 }
 
-}  // namespace
+}  // namespace key_tables_tests
 }  // namespace memsnap

@@ -9,7 +9,7 @@
 #include "model/load.h"
 
 namespace memsnap {
-namespace {
+namespace kind_patterns_tests {
 
 namespace fs = std::filesystem;
 
@@ -60,5 +60,5 @@ TEST(KindPatterns, RealMixedPrecisionForwardNamesTheAutocastCache) {
   EXPECT_NE(p->fix[1].text().find("cache_enabled=False"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace kind_patterns_tests
 }  // namespace memsnap

@@ -17,7 +17,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace known_allocators_tests {
 
 std::string pattern_text(const TextPattern& p, std::string_view what) {
   switch (p.match) {
@@ -142,5 +142,5 @@ TEST(KnownAllocators, TheWhatIsTheFrameBelowTheUserLine) {
   }
 }
 
-}  // namespace
+}  // namespace known_allocators_tests
 }  // namespace memsnap

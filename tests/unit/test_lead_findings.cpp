@@ -17,7 +17,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace lead_findings_tests {
 
 namespace fs = std::filesystem;
 
@@ -121,11 +121,11 @@ TEST(DeviceImbalance, LeadsACapacityOomOnTheHeaviestDevice) {
   EXPECT_EQ(a.next_steps.front().pattern, PatternId::DeviceImbalance) << a.next_steps.front().text();
 }
 
-}  // namespace
+}  // namespace lead_findings_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace lead_findings_tests {
 
 TEST(SiteWhat, InductorOutputCodeIsSaidToBeTorchCompiles) {
   const Snapshot s = test::one_stack({{"/tmp/torchinductor_me/p6/cp6jhjzn335lo2yptjts5dpdcdk4hshtke2lv7btq23fgwnwn4mq.py", "call", 3063},
@@ -137,5 +137,5 @@ TEST(SiteWhat, InductorOutputCodeIsSaidToBeTorchCompiles) {
   EXPECT_EQ(site.what, "torch.compile (Inductor) output code cp6jhjzn...:call");
 }
 
-}  // namespace
+}  // namespace lead_findings_tests
 }  // namespace memsnap

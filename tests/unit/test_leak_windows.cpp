@@ -15,7 +15,7 @@
 #include "model/load.h"
 
 namespace memsnap {
-namespace {
+namespace leak_windows_tests {
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / (name + ".pickle"); }
 
@@ -180,5 +180,5 @@ TEST(LeakWindows, RetainedGraphNeedsThreeCompleteSteps) {
   EXPECT_GE(too_few, 2u);
 }
 
-}  // namespace
+}  // namespace leak_windows_tests
 }  // namespace memsnap

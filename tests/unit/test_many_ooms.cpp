@@ -14,7 +14,7 @@
 #include "report/text_report.h"
 
 namespace memsnap {
-namespace {
+namespace many_ooms_tests {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 constexpr std::uint64_t kBase = 0x7f0000000000ull;
@@ -126,5 +126,5 @@ TEST(ManyOoms, ReportsCountTheOomsNotStudied) {
   EXPECT_EQ(ooms[39].at("allocated_at_oom"), 40 * MiB);
 }
 
-}  // namespace
+}  // namespace many_ooms_tests
 }  // namespace memsnap

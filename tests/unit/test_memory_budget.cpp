@@ -10,7 +10,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace memory_budget_tests {
 
 constexpr std::uint64_t MiB = 1024 * 1024;
 
@@ -146,5 +146,5 @@ TEST(MemoryBudget, BlocksFreedInTheWindowKeepNoFreeStack) {
   for (const MemoryBudget& b : a.budgets) EXPECT_EQ(rows_sum(b), b.live_bytes) << name_of(b.moment);
 }
 
-}  // namespace
+}  // namespace memory_budget_tests
 }  // namespace memsnap

@@ -10,7 +10,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace merge_tests {
 
 namespace fs = std::filesystem;
 
@@ -78,5 +78,5 @@ TEST(Merge, UnusableReportsAreSkippedWithTheReason) {
                           "written by `memsnap rankN.pickle --format json`\n");
 }
 
-}  // namespace
+}  // namespace merge_tests
 }  // namespace memsnap

@@ -14,7 +14,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace model_tests {
 
 using test::PickleWriter;
 
@@ -301,11 +301,11 @@ TEST(Model, WrongTypesAndNonSnapshotsAreExplained) {
   EXPECT_NE(test::load_error(neg.bytes()).find("a segment's total_size is a int, expected a non-negative int"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace model_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace model_tests {
 
 // Entries of one batch alternate between the reader's fast path and the generic path (a float
 // value and a new frame dict force the latter); FRAME opcodes, pool-id tuples and BINPUT memo
@@ -363,11 +363,11 @@ TEST(Model, FastAndGenericTraceEntriesKeepFileOrder) {
   }
 }
 
-}  // namespace
+}  // namespace model_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace model_tests {
 
 // A file large enough (about 48 MB) that the reader's pager thread maps ahead and releases
 // behind, and the event worker stores many batches for two devices; with a limit smaller than
@@ -474,5 +474,5 @@ TEST(Model, StreamIdsInternEveryDistinctStreamOnce) {
   EXPECT_EQ(s.stream_id(0), 0);  // known streams still resolve
 }
 
-}  // namespace
+}  // namespace model_tests
 }  // namespace memsnap

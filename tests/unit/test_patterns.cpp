@@ -16,7 +16,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace patterns_tests {
 
 constexpr std::uint64_t MiB = 1ull << 20;
 
@@ -314,5 +314,5 @@ TEST(Patterns, ReplicatedGradientsNeedDdpFrames) {
   EXPECT_FALSE(model_state(healthy.loaded.snapshot).ddp_frames);
 }
 
-}  // namespace
+}  // namespace patterns_tests
 }  // namespace memsnap

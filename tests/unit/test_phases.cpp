@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace phases_tests {
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / name; }
 
@@ -131,11 +131,11 @@ TEST(Phases, NoLookAtNativeFrames) {
   }
 }
 
-}  // namespace
+}  // namespace phases_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace phases_tests {
 
 TEST(Phases, BackwardWithoutFramesFromTheOrderOfFrees) {
   const Analyzed x = analyzed("sawtooth_no_backward_frames");
@@ -154,5 +154,5 @@ TEST(Phases, BackwardWithoutFramesFromTheOrderOfFrees) {
   for (PatternId id : kWorkload) EXPECT_EQ(pattern(x.analysis, id), nullptr) << id;
 }
 
-}  // namespace
+}  // namespace phases_tests
 }  // namespace memsnap

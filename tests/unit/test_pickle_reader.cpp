@@ -10,7 +10,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace pickle_reader_tests {
 
 using test::PickleWriter;
 
@@ -311,11 +311,11 @@ TEST(PickleReader, RandomMutationsNeverCrash) {
   EXPECT_GT(rejected, 1000);
 }
 
-}  // namespace
+}  // namespace pickle_reader_tests
 }  // namespace memsnap
 
 namespace memsnap {
-namespace {
+namespace pickle_reader_tests {
 
 // The shipped example (a real PyTorch layout with a 627-event trace, decoded by the reader's fast
 // path) cut short anywhere: always a clean "truncated" error, never a read past the end (the
@@ -334,5 +334,5 @@ TEST(PickleReader, TruncatedSnapshotWithTracesIsACleanError) {
   for (std::size_t n = 16; n < full.size(); n += 97) check(n);
 }
 
-}  // namespace
+}  // namespace pickle_reader_tests
 }  // namespace memsnap

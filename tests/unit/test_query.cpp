@@ -15,7 +15,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace query_tests {
 
 std::string fixture(const std::string& name) { return std::string(MEMSNAP_FIXTURE_DIR) + "/" + name; }
 
@@ -227,5 +227,5 @@ TEST(QueryCli, BadMomentsAndOptionsAreOneLineErrors) {
   EXPECT_EQ(test::run_memsnap("blocks " + snap + " --min-size lots").status, 2);
 }
 
-}  // namespace
+}  // namespace query_tests
 }  // namespace memsnap

@@ -8,7 +8,7 @@
 #include "analysis/ranks.h"
 
 namespace memsnap {
-namespace {
+namespace rank_spread_tests {
 
 constexpr std::int64_t GiB = 1ll << 30;
 
@@ -97,5 +97,5 @@ TEST(RankSpread, FilesNotFromOneJobAreWarnedAbout) {
   EXPECT_TRUE(same.warnings.empty());
 }
 
-}  // namespace
+}  // namespace rank_spread_tests
 }  // namespace memsnap

@@ -17,7 +17,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace ranks_tests {
 
 namespace fs = std::filesystem;
 
@@ -152,5 +152,5 @@ TEST(Ranks, CliJsonHasRanksAndOutliers) {
   EXPECT_NE(text.out.find("rank 3 stands out"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace ranks_tests
 }  // namespace memsnap

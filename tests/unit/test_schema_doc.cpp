@@ -13,7 +13,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace schema_doc_tests {
 
 using Rows = std::map<std::string, std::string>;  // documented key -> its row
 
@@ -106,5 +106,5 @@ TEST(SchemaDoc, RankSummaryAndTopLevelKeysAreDocumented) {
   for (const std::string& key : keys_of(j)) EXPECT_TRUE(top.count(key)) << key << " is not in the report table";
 }
 
-}  // namespace
+}  // namespace schema_doc_tests
 }  // namespace memsnap

@@ -9,7 +9,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace shared_objects_tests {
 
 using test::PickleWriter;
 
@@ -114,5 +114,5 @@ TEST(SharedObjects, FramesListsSeeAFrameSlotThatWasOverwritten) {
   }
 }
 
-}  // namespace
+}  // namespace shared_objects_tests
 }  // namespace memsnap

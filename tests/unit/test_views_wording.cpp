@@ -22,7 +22,7 @@
 #include "test_support.h"
 
 namespace memsnap {
-namespace {
+namespace views_wording_tests {
 
 // A native frame ("??:0") of a C++ function.
 struct Cxx {
@@ -285,5 +285,5 @@ TEST(BudgetSentence, SevenKindsCountTheLastTwo) {
             "state 40.00 MiB, workspaces 30.00 MiB, 2 other kinds 3.00 MiB.");
 }
 
-}  // namespace
+}  // namespace views_wording_tests
 }  // namespace memsnap
