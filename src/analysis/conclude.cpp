@@ -201,29 +201,29 @@ std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
   if (!leak) leak = find_pattern(a.patterns, PatternId::GrowingContainer);
   const bool optimizer = optimizer_step_seen(a);
   if (a.trace.analyzed == 0) {
-    out.push_back({NextStepKind::CaptureHistory, {}, {},
+    out.push_back(NextStep::said(NextStepKind::CaptureHistory,
                    sentence("capture again with torch.cuda.memory._record_memory_history(max_entries=100000) enabled before the run, so "
-                            "frees, peaks and OOMs can be analyzed (`memsnap capture`)")});
+                            "frees, peaks and OOMs can be analyzed (`memsnap capture`)")));
   } else if (leak) {
     const bool container = leak->id == PatternId::GrowingContainer;
-    out.push_back({NextStepKind::ConfirmLeakWithDiff, {}, {},
+    out.push_back(NextStep::said(NextStepKind::ConfirmLeakWithDiff,
                    sentence("to confirm the {} with a diff: dump a snapshot at a fixed point of {} now and again at the same point 20 "
                             "or more {} later, then run memsnap EARLY --diff LATER; {} should grow in both bytes and blocks (`memsnap "
                             "capture --diff`)",
                             container ? "leak" : "retained graph",
                             optimizer ? std::string("a step (e.g. right after optimizer.step())") : std::string("an iteration"),
                             optimizer ? "steps" : "iterations",
-                            container && !leak->sites.empty() ? leak->sites.front() : std::string("the activation sites above"))});
+                            container && !leak->sites.empty() ? leak->sites.front() : std::string("the activation sites above"))));
   } else if (a.ooms.empty() && optimizer) {
-    out.push_back({NextStepKind::DiffIfGrowing, {}, {},
+    out.push_back(NextStep::said(NextStepKind::DiffIfGrowing,
                    sentence("if memory grows over steps, dump a second snapshot many steps later at the same point of the step (right "
-                            "after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)")});
+                            "after optimizer.step()) and run memsnap EARLY --diff LATER (`memsnap capture --diff`)")));
   }
   if (out.empty()) {  // nothing found and no stack to name: what would make the memory attributable
-    out.push_back({NextStepKind::CaptureHistory, {}, {},
+    out.push_back(NextStep::said(NextStepKind::CaptureHistory,
                    sentence("no finding to act on and no live memory with a stack: call "
                             "torch.cuda.memory._record_memory_history(max_entries=100000) before the model is created, so its "
-                            "parameters and buffers get stacks too (`memsnap capture`)")});
+                            "parameters and buffers get stacks too (`memsnap capture`)")));
   }
   return out;
 }
@@ -329,10 +329,10 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
   std::vector<NextStep> steps;
   for (const RankOutlier& o : r.outliers) {
     for (const DiffSite& s : o.sites) {
-      steps.push_back({NextStepKind::LookAtRankSite, {}, {},
+      steps.push_back(NextStep::said(NextStepKind::LookAtRankSite,
                        sentence("rank {}: look at {} ({}): {} and {} blocks against rank {} ({})", o.rank, s.site, s.function,
                                 Bytes(s.delta_bytes, true), fmt::format("{}{}", s.delta_blocks > 0 ? "+" : "", s.delta_blocks),
-                                o.reference_rank, category_name(s.category))});
+                                o.reference_rank, category_name(s.category))));
     }
   }
   for (const Pattern& p : r.patterns) {

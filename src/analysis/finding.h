@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -177,6 +178,13 @@ struct NextStep {
   std::uint64_t peak_bytes = 0;
   std::string text() const;
   bool operator==(const NextStep&) const = default;
+  // A step of a kind other than Fix, said by its sentence.
+  static NextStep said(NextStepKind kind, Sentence sentence) {
+    NextStep step;
+    step.kind = kind;
+    step.sentence = std::move(sentence);
+    return step;
+  }
 };
 
 NextStep fix_step(PatternId pattern, const Fix& fix);

@@ -116,7 +116,7 @@ Diagnosis diagnose(const Snapshot& s, const Measured& a) {
     const DeviceTimeline& t = a.timelines[i];
     DeviceResult& r = results[i];
     r.steps = find_steps(s, t);
-    r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}};
+    r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}, {}};
     const bool partial = a.trace.dropped > 0 || t.frees_before_window > 0 || t.live_from_before_window > 0;
     if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, partial, devices);
   }

@@ -25,7 +25,7 @@ std::string merged_json(MergedRanks& m, std::size_t top) {
                                                      : std::vector<std::string>{};
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const auto kind = i < kinds.size() ? enum_from_name<NextStepKind>(kinds[i]) : std::nullopt;
-    body.next_steps.push_back({kind.value_or(NextStepKind::LookAtSite), {}, {}, verbatim(steps[i])});
+    body.next_steps.push_back(NextStep::said(kind.value_or(NextStepKind::LookAtSite), verbatim(steps[i])));
   }
   for (auto& u : m.body.value("uncertainties", std::vector<std::string>{})) body.uncertainties.push_back(verbatim(std::move(u)));
   conclude_ranks(m.ranks, body);
