@@ -217,9 +217,7 @@ std::vector<DeviceLayout> layouts_before(const Snapshot& s, const DeviceTimeline
 }
 
 std::vector<DeviceLayout> layouts_before_ooms(const Snapshot& s, const DeviceTimeline& t) {
-  std::vector<std::size_t> studied;
-  for (std::size_t i = 0; i < t.studied_ooms.size(); ++i) studied.push_back(studied_oom_event(t, i));
-  return layouts_from(s, t, studied, t.live_at_oom);
+  return layouts_from(s, t, studied_oom_events(t), t.live_at_oom);
 }
 
 }  // namespace memsnap

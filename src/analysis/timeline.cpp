@@ -163,8 +163,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
 // One pass over the lifetimes for the live sets at the peak and before each studied OOM.
 void find_live_at_peak_and_ooms(DeviceTimeline& t) {
   t.studied_ooms = studied_oom_positions(t.oom_events.size());
-  std::vector<std::size_t> moments;  // ascending
-  for (std::size_t i = 0; i < t.studied_ooms.size(); ++i) moments.push_back(studied_oom_event(t, i));
+  std::vector<std::size_t> moments = studied_oom_events(t);  // ascending
   const auto at = moments.insert(std::upper_bound(moments.begin(), moments.end(), t.peak_index), t.peak_index);
   const auto peak = static_cast<std::size_t>(at - moments.begin());
   auto live = live_lifetimes(t, moments);
@@ -224,6 +223,12 @@ std::vector<std::size_t> studied_oom_positions(std::size_t oom_count) {
   for (std::size_t i = 0; i < oom_count; ++i) {
     if (oom_count <= kStudiedOomsPerDevice || i < kHalf || i >= oom_count - kHalf) out.push_back(i);
   }
+  return out;
+}
+
+std::vector<std::size_t> studied_oom_events(const DeviceTimeline& t) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < t.studied_ooms.size(); ++i) out.push_back(studied_oom_event(t, i));
   return out;
 }
 

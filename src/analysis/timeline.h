@@ -130,6 +130,8 @@ inline constexpr std::size_t kStudiedOomsPerDevice = 32;
 std::vector<std::size_t> studied_oom_positions(std::size_t oom_count);
 // The event index of studied OOM i.
 inline std::size_t studied_oom_event(const DeviceTimeline& t, std::size_t i) { return t.oom_events[t.studied_ooms[i]]; }
+// The event indices of every studied OOM, ascending.
+std::vector<std::size_t> studied_oom_events(const DeviceTimeline& t);
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 

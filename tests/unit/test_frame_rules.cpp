@@ -360,20 +360,9 @@ std::vector<StackCase> stack_cases() {
 
 // A snapshot with one stack of `frames`, their facts from `rules` (as the builder sets them).
 Snapshot snapshot_of(const std::vector<FrameText>& frames, std::span<const FactRule> rules) {
-  Snapshot s;
-  s.strings = {""};
-  for (const FrameText& f : frames) {
-    Frame frame;
-    frame.filename = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(f.file);
-    frame.name = static_cast<StrId>(s.strings.size());
-    s.strings.push_back(f.name);
-    frame.facts = frame_facts(f.file, f.name, ~FrameFacts(0), rules);
-    s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
-    s.frames.push_back(frame);
-  }
-  s.stack_offsets.push_back(static_cast<std::uint32_t>(s.stack_frames.size()));
-  return s;
+  std::vector<test::StackFrame> stack;
+  for (const FrameText& f : frames) stack.push_back({f.file, f.name});
+  return test::one_stack(stack, rules);
 }
 constexpr StackId kStack = 1;
 

@@ -125,7 +125,7 @@ const char* const kSpecVectorHex =
     "5f73706c69745f73697a65944affffffff8c1c676172626167655f636f6c6c656374696f6e5f7468726573686f6c64"
     "94470000000000000000758c1465787465726e616c5f616e6e6f746174696f6e73945d94752e";
 
-Snapshot one_stack(const std::vector<StackFrame>& frames) {
+Snapshot one_stack(const std::vector<StackFrame>& frames, std::span<const FactRule> rules) {
   Snapshot s;
   s.strings = {""};
   for (const StackFrame& sf : frames) {
@@ -135,7 +135,7 @@ Snapshot one_stack(const std::vector<StackFrame>& frames) {
     f.name = static_cast<StrId>(s.strings.size());
     s.strings.push_back(sf.name);
     f.line = sf.line;
-    f.facts = frame_facts(sf.file, sf.name);
+    f.facts = frame_facts(sf.file, sf.name, ~FrameFacts(0), rules);
     s.stack_frames.push_back(static_cast<FrameId>(s.frames.size()));
     s.frames.push_back(f);
   }

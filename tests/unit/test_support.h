@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "analysis/finding.h"
+#include "model/frame_facts.h"
 #include "model/load.h"
 
 namespace memsnap::test {
@@ -49,7 +51,8 @@ struct StackFrame {
   std::string file, name;
   std::int64_t line = 0;
 };
-Snapshot one_stack(const std::vector<StackFrame>& frames);
+// frames' facts from `rules` (as the builder sets them; the project's rules by default).
+Snapshot one_stack(const std::vector<StackFrame>& frames, std::span<const FactRule> rules = frame_fact_rules());
 
 // The spec's 649-byte protocol-4 test vector (snapshot-format.md §9.2).
 extern const char* const kSpecVectorHex;
