@@ -3,10 +3,22 @@
 
 #include <sys/mman.h>
 
+#include "base/page_prefaulter.h"
+
 namespace memsnap::big_vector_detail {
 namespace {
 constexpr std::size_t kMappingUnit = std::size_t(2) << 20;
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kPrefaultAhead = std::size_t(2) << 20;  // bytes faulted in beyond what is written
 }  // namespace
+
+std::size_t prefault_ahead(void* data, std::size_t mapped, std::size_t used, std::size_t requested) {
+  const std::size_t from = std::max(requested, (used + kPage - 1) / kPage * kPage);
+  const std::size_t to = std::min(mapped, (used + kPrefaultAhead) / kPage * kPage);
+  if (to <= from) return requested;
+  prefault_pages_async(static_cast<char*>(data) + from, to - from);
+  return to;
+}
 
 std::size_t round_to_mapping(std::size_t bytes) {
   if (bytes > std::size_t(-1) - kMappingUnit) throw std::bad_alloc();

@@ -2,6 +2,9 @@
 // pickle memo, the analysis' per-event arrays). It maps its own memory and grows with mremap,
 // which moves page tables instead of copying the elements; small arrays pay only address space.
 //
+// Once it holds a few MiB, pushes and appends ask a background thread to fault in the next pages
+// (prefault_pages_async) before they are written, so the writer takes few page faults itself.
+//
 // It uses ordinary 4 KiB pages. Transparent huge pages were tried for the analysis arrays and
 // measured slower on VMs that hand freed memory back to the host (bench/README.md).
 #pragma once
@@ -33,6 +36,11 @@ void* map_bytes(std::size_t bytes);  // throws std::bad_alloc
 void* remap_bytes(void* old, std::size_t old_bytes, std::size_t new_bytes);  // throws std::bad_alloc
 void unmap_bytes(void* p, std::size_t bytes) noexcept;
 std::size_t round_to_mapping(std::size_t bytes);  // a multiple of 2 MiB, at least 2 MiB
+// Requests the pages of [from, to) bytes of the mapping at `data` (page-aligned offsets) ahead of
+// `used` bytes written; returns the offset requested up to (prefault_pages_async).
+std::size_t prefault_ahead(void* data, std::size_t mapped, std::size_t used, std::size_t requested);
+inline constexpr std::size_t kPrefaultFrom = std::size_t(4) << 20;  // vectors smaller than this never ask
+inline constexpr std::size_t kPrefaultStep = std::size_t(1) << 20;  // asked again after this much growth
 }  // namespace big_vector_detail
 
 template <typename T>
@@ -73,6 +81,8 @@ class BigVector {
     std::swap(size_, other.size_);
     std::swap(capacity_, other.capacity_);
     std::swap(mapped_, other.mapped_);
+    std::swap(prefaulted_, other.prefaulted_);
+    std::swap(prefault_at_, other.prefault_at_);
   }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -98,12 +108,14 @@ class BigVector {
     if (size_ == capacity_) [[unlikely]] grow(size_ + 1);
     set_size(size_ + 1);
     data_[size_ - 1] = v;
+    if (size_ * sizeof(T) >= prefault_at_) [[unlikely]] prefault();
   }
   void append(const T* items, std::size_t count) {
     if (count == 0) return;
     if (size_ + count > capacity_) grow(size_ + count);
     set_size(size_ + count);
     std::memcpy(static_cast<void*>(data_ + size_ - count), items, count * sizeof(T));
+    if (size_ * sizeof(T) >= prefault_at_) [[unlikely]] prefault();
   }
   void reserve(std::size_t n) {
     if (n > capacity_) grow(n);
@@ -124,6 +136,10 @@ class BigVector {
   void clear() { set_size(0); }
 
  private:
+  void prefault() {
+    prefaulted_ = big_vector_detail::prefault_ahead(data_, mapped_, size_ * sizeof(T), prefaulted_);
+    prefault_at_ = size_ * sizeof(T) + big_vector_detail::kPrefaultStep;
+  }
   void grow(std::size_t at_least) {
     const std::size_t want = std::max(at_least, capacity_ * 2);
     if (want > std::size_t(-1) / sizeof(T) / 2) throw std::bad_alloc();
@@ -162,6 +178,8 @@ class BigVector {
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
   std::size_t mapped_ = 0;  // bytes mapped at data_
+  std::size_t prefaulted_ = 0;  // bytes from data_ whose pages were asked for (they survive mremap)
+  std::size_t prefault_at_ = big_vector_detail::kPrefaultFrom;  // size in bytes that asks for more
 };
 
 }  // namespace memsnap

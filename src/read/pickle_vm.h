@@ -135,7 +135,7 @@ class Memo {
   BigVector<std::uint32_t> slots_;
   BigVector<std::uint32_t> frame_ids_;  // dense slot -> frame id + 1 (0: not cached); 0 at >= size()
   absl::flat_hash_map<std::uint64_t, std::uint32_t> sparse_;  // index -> value entry, past the dense end
-  std::vector<Value> values_;
+  BigVector<Value> values_;  // grows by mremap: never an old and a new copy at once
   std::uint32_t short_strings_[256] = {};
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;

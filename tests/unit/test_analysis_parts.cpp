@@ -34,6 +34,36 @@ TEST(BigVector, GrowsPastSeveralMappingsAndKeepsItsElements) {
   EXPECT_TRUE(std::equal(copy.begin(), copy.end(), moved.begin()));
 }
 
+// What a growing vector asks the prefault thread for: the whole pages from what it has written
+// (or asked for before) up to 2 MiB beyond, never past its mapping, and nothing twice.
+TEST(BigVector, PrefaultAsksForTheNextTwoMiBOfItsMappingOnce) {
+  using big_vector_detail::prefault_ahead;
+  constexpr std::size_t kMiB = std::size_t(1) << 20;
+  std::vector<char> unused(16);  // the request is only queued: any address will do
+  void* data = unused.data();
+  EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 4 * kMiB, 0), 6 * kMiB);
+  EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 5 * kMiB + 100, 6 * kMiB), 7 * kMiB);  // whole pages only
+  EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 5 * kMiB, 7 * kMiB), 7 * kMiB);        // already asked for
+  EXPECT_EQ(prefault_ahead(data, 8 * kMiB, 7 * kMiB, 7 * kMiB), 8 * kMiB);         // the mapping's end
+  EXPECT_EQ(prefault_ahead(data, 8 * kMiB, 8 * kMiB, 8 * kMiB), 8 * kMiB);
+}
+
+// Appends keep every element while the prefault thread faults in pages ahead of them and each
+// growth moves the mapping (the thread may then populate an address range that is gone).
+TEST(BigVector, AppendsKeepTheirElementsWhilePagesAreFaultedInAhead) {
+  BigVector<std::uint32_t> v;
+  std::uint32_t chunk[44];
+  const std::uint32_t rounds = 200'000;  // 35 MB
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    for (std::uint32_t k = 0; k < 44; ++k) chunk[k] = r * 44 + k;
+    v.append(chunk, 44);
+  }
+  ASSERT_EQ(v.size(), std::size_t(rounds) * 44);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != i) FAIL() << "element " << i << " is " << v[i];
+  }
+}
+
 TEST(BigVector, ResizeFillsAndResizeForOverwriteKeepsTheOldElements) {
   BigVector<int> v{1, 2, 3};
   v.resize(6, 9);
