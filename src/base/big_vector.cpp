@@ -2,17 +2,18 @@
 #include "base/big_vector.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/page_prefaulter.h"
 
 namespace memsnap::big_vector_detail {
 namespace {
 constexpr std::size_t kMappingUnit = std::size_t(2) << 20;
-constexpr std::size_t kPage = 4096;
 constexpr std::size_t kPrefaultAhead = std::size_t(2) << 20;  // bytes faulted in beyond what is written
 }  // namespace
 
 std::size_t prefault_ahead(void* data, std::size_t mapped, std::size_t used, std::size_t requested) {
+  static const auto kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));  // madvise takes whole pages
   const std::size_t from = std::max(requested, (used + kPage - 1) / kPage * kPage);
   const std::size_t to = std::min(mapped, (used + kPrefaultAhead) / kPage * kPage);
   if (to <= from) return requested;

@@ -39,13 +39,13 @@ TEST(BigVector, GrowsPastSeveralMappingsAndKeepsItsElements) {
 TEST(BigVector, PrefaultAsksForTheNextTwoMiBOfItsMappingOnce) {
   using big_vector_detail::prefault_ahead;
   constexpr std::size_t kMiB = std::size_t(1) << 20;
-  std::vector<char> unused(16);  // the request is only queued: any address will do
-  void* data = unused.data();
+  void* data = big_vector_detail::map_bytes(16 * kMiB);  // the requests are real: a mapping of our own
   EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 4 * kMiB, 0), 6 * kMiB);
   EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 5 * kMiB + 100, 6 * kMiB), 7 * kMiB);  // whole pages only
   EXPECT_EQ(prefault_ahead(data, 16 * kMiB, 5 * kMiB, 7 * kMiB), 7 * kMiB);        // already asked for
   EXPECT_EQ(prefault_ahead(data, 8 * kMiB, 7 * kMiB, 7 * kMiB), 8 * kMiB);         // the mapping's end
   EXPECT_EQ(prefault_ahead(data, 8 * kMiB, 8 * kMiB, 8 * kMiB), 8 * kMiB);
+  big_vector_detail::unmap_bytes(data, 16 * kMiB);
 }
 
 // Appends keep every element while the prefault thread faults in pages ahead of them and each
