@@ -56,7 +56,9 @@ void MappingPager::release_before(std::size_t pos) {
 }
 
 void MappingPager::populate_after(std::size_t pos) {
-  const std::size_t from = std::max(populated_upto_, pos / page_ * page_);
+  // Page-aligned: madvise refuses (EINVAL) a range that starts inside a page, and the loop below
+  // would then fault the pages in one by one.
+  const std::size_t from = std::max(populated_upto_, pos) / page_ * page_;
   const std::size_t to = std::min(size_, pos + kAhead);
   if (to <= from) return;
 #ifdef MADV_POPULATE_READ
