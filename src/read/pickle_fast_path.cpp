@@ -259,9 +259,36 @@ bool PickleVm::try_reference_list() {
     p += length;
   }
   if (p >= limit) return true;
-  append_to(top(), reference_values_.data(), reference_values_.size());
+  append_reference_list(top());
   pos_ = p + 1;
   return true;
+}
+
+bool PickleVm::streaming() const {
+  for (const MarkInfo& m : marks_) {
+    if (m.device >= 0) return true;
+  }
+  return false;
+}
+
+// The items of reference_values_ into the new, empty `list`: shared with an equal list read
+// before, when there is one. Only outside streamed batches, whose containers are released (an
+// entry of reference_lists_ would outlive its container).
+void PickleVm::append_reference_list(const Value& list) {
+  const Value* items = reference_values_.data();
+  const std::size_t count = reference_values_.size();
+  if (count == 0 || streaming()) return append_to(list, items, count);
+  std::uint64_t h = count;
+  for (std::size_t k = 0; k < count; ++k) {
+    h = (h ^ (items[k].u + (std::uint64_t(items[k].aux) << 8) + static_cast<std::uint64_t>(items[k].kind))) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  const auto [it, inserted] = reference_lists_.try_emplace(h, list.index);
+  if (!inserted) {
+    const Value earlier = Value::container(Kind::List, it->second);
+    if (doc_.holds(earlier, items, count)) return doc_.share_items(list, earlier);
+  }
+  append_to(list, items, count);
 }
 
 template <bool kFrames>

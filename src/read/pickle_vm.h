@@ -322,6 +322,12 @@ class PickleVm {
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
+  // Lists of memo references outside the trace by the hash of their items -> the first such
+  // container: an equal list shares its items (Document::share_items). Blocks' frames lists
+  // repeat a few hundred distinct stacks; 16 bytes an item for each was most of the arena.
+  absl::flat_hash_map<std::uint64_t, std::uint64_t> reference_lists_;
+  void append_reference_list(const Value& list);
+  bool streaming() const;
   // The exact bytes of the key opcode seen at each position (BINGET i or LONG_BINGET iiii), compared as
   // one masked 8-byte word; valid while the memo generation is `key_bytes_generation_`.
   struct KeyBytes {

@@ -49,6 +49,7 @@ Value Document::new_container(Kind kind) {
 void Document::append(const Value& container, const Value* items, std::size_t count) {
   if (count == 0) return;
   Container& c = containers_[container.index];
+  if (c.shared) [[unlikely]] unshare(c);
   if (items_.size() + count > limits::kMaxContainerItems || c.size + count > std::numeric_limits<std::uint32_t>::max() ||
       (items_.size() + count) * sizeof(Value) > limits::memory_budget_bytes()) {
     throw InputError("the snapshot's segments and settings hold more objects than memsnap's memory budget allows",
@@ -74,6 +75,47 @@ void Document::append(const Value& container, const Value* items, std::size_t co
   else chunks_[c.last_chunk].next = id;
   c.last_chunk = id;
   c.size += static_cast<std::uint32_t>(count);
+}
+
+void Document::share_items(const Value& container, const Value& source) {
+  Container& c = containers_[container.index];
+  Container& from = containers_[source.index];
+  from.shared = true;
+  c.shared = true;
+  c.size = from.size;
+  c.first_chunk = from.first_chunk;
+  c.last_chunk = from.last_chunk;
+}
+
+bool Document::holds(const Value& container, const Value* items, std::size_t count) const {
+  if (size(container) != count) return false;
+  std::size_t k = 0;
+  for (const Value& v : this->items(container)) {
+    const Value& w = items[k++];
+    if (v.kind != w.kind || v.aux != w.aux || v.u != w.u) return false;
+  }
+  return true;
+}
+
+// A shared container gets its own copy of the items (as one chunk) before it changes.
+void Document::unshare(Container& c) {
+  std::vector<Value> copy;
+  copy.reserve(c.size);
+  for (std::uint32_t k = c.first_chunk; k != Container::kNoChunk; k = chunks_[k].next) {
+    copy.insert(copy.end(), items_.begin() + static_cast<std::ptrdiff_t>(chunks_[k].begin),
+                items_.begin() + static_cast<std::ptrdiff_t>(chunks_[k].begin + chunks_[k].count));
+  }
+  c.shared = false;
+  c.size = 0;
+  c.first_chunk = c.last_chunk = Container::kNoChunk;
+  if (copy.empty()) return;
+  Chunk chunk;
+  chunk.begin = items_.size();
+  chunk.count = static_cast<std::uint32_t>(copy.size());
+  items_.append(copy.data(), copy.size());
+  chunks_.push_back(chunk);
+  c.first_chunk = c.last_chunk = static_cast<std::uint32_t>(chunks_.size() - 1);
+  c.size = chunk.count;
 }
 
 const Value* Document::find(const Value& dict, std::string_view key) const {

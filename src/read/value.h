@@ -68,6 +68,7 @@ static_assert(sizeof(Value) == 16);
 // Where a container's items live: a chain of chunks in the item arena.
 struct Container {
   Kind kind = Kind::List;
+  bool shared = false;           // its chunks are another container's too (copied before an append)
   std::uint32_t size = 0;        // number of items (a dict counts keys and values)
   std::uint32_t first_chunk = kNoChunk;
   std::uint32_t last_chunk = kNoChunk;
@@ -111,6 +112,11 @@ class Document {
   Value new_container(Kind kind);
   // Appends items to a container (one new chunk).
   void append(const Value& container, const Value* items, std::size_t count);
+  // Gives the empty `container` the items of `source` without copying them: a list equal to an
+  // earlier one (a block's frames list) costs no items. Either is copied before it is appended to.
+  void share_items(const Value& container, const Value& source);
+  // True when the container holds exactly items[0, count).
+  bool holds(const Value& container, const Value* items, std::size_t count) const;
   const Container& container(const Value& v) const { return containers_[v.index]; }
   std::uint32_t size(const Value& v) const { return v.is_container() ? containers_[v.index].size : 0; }
   Items items(const Value& v) const { return Items(this, v.is_container() ? containers_[v.index].first_chunk : Container::kNoChunk); }
@@ -126,6 +132,7 @@ class Document {
 
  private:
   friend class Items::iterator;
+  void unshare(Container& c);
   // BigVectors: growing by mremap, the arena never holds an old and a new copy at once (with
   // std::vector's doubling the peak was twice the items of the segments' blocks and frames).
   BigVector<Container> containers_;

@@ -2,9 +2,11 @@
 // frame dicts met for the first time in the middle of a list, BINGET and LONG_BINGET mixed, and
 // stack ids given in order of first occurrence whatever the stacks hash to; and lists of memo
 // references outside the trace (blocks' frames) built in one step exactly as the generic path
-// builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error).
+// builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error),
+// equal ones sharing their items until one of them is appended to.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -167,6 +169,53 @@ TEST(ReferenceLists, ABadReferenceIsReportedAtItsByte) {
   }
   EXPECT_EQ(error, "malformed pickle at byte " + std::to_string(bad_at) + ": memo entry 5 is read before it was written; " +
                        std::string(kRecaptureRemedy));
+}
+
+// memo 0 = 7, memo 1 = 8; the root list holds [7, 8], [7, 8] and [8, 7], each a list of memo
+// references; `then` writes more opcodes before STOP. Protocol 3: no FRAME opcodes, so the
+// one-step reference-list path takes the lists.
+std::vector<std::uint8_t> three_reference_lists(const std::function<void(PickleWriter&)>& then) {
+  PickleWriter w(3);
+  w.mark().integer(7).memoize().integer(8).memoize().op('1');
+  w.list().memoize().mark();                                  // memo 2: the root
+  w.list().memoize().mark().binget(0).binget(1).appends();    // memo 3
+  w.list().memoize().mark().binget(0).long_binget(1).appends();  // memo 4: equal to memo 3
+  w.list().memoize().mark().binget(1).binget(0).appends();    // memo 5
+  w.appends();
+  then(w);
+  w.stop();
+  return w.bytes();
+}
+
+std::vector<std::int64_t> ints_of(const Document& doc, const Value& list) {
+  std::vector<std::int64_t> out;
+  for (const Value& v : doc.items(list)) out.push_back(v.i);
+  return out;
+}
+
+TEST(ReferenceLists, AnEqualListSharesTheItemsOfTheFirst) {
+  Document doc;
+  read_pickle(three_reference_lists([](PickleWriter&) {}), doc, nullptr);
+  std::vector<Value> lists;
+  for (const Value& v : doc.items(doc.root)) lists.push_back(v);
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_NE(lists[0].index, lists[1].index);  // two lists, as in the file
+  EXPECT_EQ(ints_of(doc, lists[0]), (std::vector<std::int64_t>{7, 8}));
+  EXPECT_EQ(ints_of(doc, lists[1]), (std::vector<std::int64_t>{7, 8}));
+  EXPECT_EQ(ints_of(doc, lists[2]), (std::vector<std::int64_t>{8, 7}));
+  EXPECT_EQ(doc.mark().items, 3u + 2u + 2u);  // the root's three, [7, 8] once, [8, 7]
+}
+
+TEST(ReferenceLists, AppendingToASharedListCopiesItFirst) {
+  Document doc;
+  // memo 4 (the second [7, 8]) gets a 9; the first keeps its two items.
+  read_pickle(three_reference_lists([](PickleWriter& w) { w.binget(4).mark().integer(9).appends().op('0'); }), doc, nullptr);
+  std::vector<Value> lists;
+  for (const Value& v : doc.items(doc.root)) lists.push_back(v);
+  ASSERT_EQ(lists.size(), 3u);
+  EXPECT_EQ(ints_of(doc, lists[0]), (std::vector<std::int64_t>{7, 8}));
+  EXPECT_EQ(ints_of(doc, lists[1]), (std::vector<std::int64_t>{7, 8, 9}));
+  EXPECT_EQ(ints_of(doc, lists[2]), (std::vector<std::int64_t>{8, 7}));
 }
 
 }  // namespace frames_lists_tests
