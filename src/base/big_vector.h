@@ -83,6 +83,7 @@ class BigVector {
     std::swap(mapped_, other.mapped_);
     std::swap(prefaulted_, other.prefaulted_);
     std::swap(prefault_at_, other.prefault_at_);
+    std::swap(written_, other.written_);
   }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -121,11 +122,14 @@ class BigVector {
     if (n > capacity_) grow(n);
   }
   // New elements are copies of `fill` (value-initialised by default).
+  // Growing with a fill of zero bytes writes only what was in use before: the mapping past
+  // every size the vector ever had is still the kernel's zero pages, and stays unfaulted.
   void resize(std::size_t n, const T& fill = T()) {
     if (n > capacity_) grow(n);
     const std::size_t old = size_;
+    const std::size_t end = zero_bytes(fill) ? std::min(n, std::max(old, written_)) : n;
     set_size(n);
-    for (std::size_t k = old; k < n; ++k) data_[k] = fill;
+    for (std::size_t k = old; k < end; ++k) data_[k] = fill;
   }
   // New elements are left unset: for arrays the caller fills completely right away.
   void resize_for_overwrite(std::size_t n) {
@@ -154,7 +158,15 @@ class BigVector {
   }
   // Under AddressSanitizer the capacity past size() is poisoned, as in std::vector's
   // annotations; a size change re-annotates only the elements that changed sides.
+  static bool zero_bytes(const T& v) {
+    const auto* b = reinterpret_cast<const unsigned char*>(&v);
+    for (std::size_t k = 0; k < sizeof(T); ++k) {
+      if (b[k] != 0) return false;
+    }
+    return true;
+  }
   void set_size(std::size_t n) {
+    if (n > written_) written_ = n;
 #ifdef MEMSNAP_BIG_VECTOR_ASAN
     if (data_ && n > size_) ASAN_UNPOISON_MEMORY_REGION(data_ + size_, (n - size_) * sizeof(T));
     if (data_ && n < size_) ASAN_POISON_MEMORY_REGION(data_ + n, (size_ - n) * sizeof(T));
@@ -178,6 +190,7 @@ class BigVector {
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
   std::size_t mapped_ = 0;  // bytes mapped at data_
+  std::size_t written_ = 0;  // the largest size so far: elements at or past it were never written
   std::size_t prefaulted_ = 0;  // bytes from data_ whose pages were asked for (they survive mremap)
   std::size_t prefault_at_ = big_vector_detail::kPrefaultFrom;  // size in bytes that asks for more
 };

@@ -32,8 +32,9 @@ struct MarkInfo {
 };
 
 // The pickle memo, compact: each slot is a 4-byte index into a value table. Released slots
-// share one entry, and short strings with equal bytes share one (a snapshot writes a fresh
-// "N/A" per trace entry), so millions of slots cost little more than their indices. Slots are
+// share one entry, short strings with equal bytes share one (a snapshot writes a fresh "N/A" per
+// trace entry) and so do equal converted values (the stacks of the trace's frames lists), so
+// millions of slots cost little more than their indices. Slots are
 // dense from 0 as picklers write them; a BINPUT index past the end goes to a hash map instead of
 // filling the gap (a few bytes of input must not make millions of slots), and overwriting a slot
 // reuses its value entry, so the memo grows with the input, not with the indices it names.
@@ -91,6 +92,8 @@ class Memo {
   // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
   // strs at given indices mean stays valid while it is unchanged.
   std::uint64_t generation() const { return generation_; }
+  // Entries of the value table (the shared released entry included).
+  std::size_t value_entries() const { return values_.size(); }
 
  private:
   // The slot just pushed replaces a sparse entry at the same index (a later put wins).
@@ -99,14 +102,23 @@ class Memo {
   std::uint32_t restore(std::uint32_t old, const Value& v) {
     const Value& was = values_[old];
     if (was.kind == Kind::Str) ++generation_;
-    const bool shared = old == 0 || is_short_str(was);
-    if (shared || v.kind == Kind::Released || is_short_str(v)) return store(v);
+    const bool shared = old == 0 || is_short_str(was) || was.kind == Kind::Interned;
+    if (shared || v.kind == Kind::Released || is_short_str(v) || v.kind == Kind::Interned) return store(v);
     values_[old] = v;
     return old;
   }
   static bool is_short_str(const Value& v) { return v.kind == Kind::Str && v.aux <= 32; }
   std::uint32_t store(const Value& v) {
     if (v.kind == Kind::Released) return 0;
+    if (v.kind == Kind::Interned) {
+      // Equal converted values share an entry: a trace's frames lists repeat a few thousand
+      // stacks, and its entries' slots would otherwise hold one 16-byte value each.
+      std::uint32_t& cached = interned_[((v.u ^ (std::uint64_t(v.aux) << 40)) * 0x9e3779b97f4a7c15ull) >> 56];
+      const Value& c = values_[cached];
+      if (cached && c.kind == Kind::Interned && c.aux == v.aux && c.u == v.u) return cached;
+      cached = append(v);
+      return cached;
+    }
     if (is_short_str(v)) {
       // The str stored last first: a snapshot repeats one ("N/A") in every trace entry.
       if (last_short_ && values_[last_short_].aux == v.aux && same_bytes(values_[last_short_].s, v.s, v.aux)) return last_short_;
@@ -137,6 +149,7 @@ class Memo {
   absl::flat_hash_map<std::uint64_t, std::uint32_t> sparse_;  // index -> value entry, past the dense end
   BigVector<Value> values_;  // grows by mremap: never an old and a new copy at once
   std::uint32_t short_strings_[256] = {};
+  std::uint32_t interned_[256] = {};  // value index of a converted value, by its hash (0: none)
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;
 };

@@ -2,6 +2,8 @@
 // resizes, the checkpointed LiveCurve and the timeline's peaks, and layouts_before() asked for
 // several moments at once in any order.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -77,6 +79,24 @@ TEST(BigVector, ResizeFillsAndResizeForOverwriteKeepsTheOldElements) {
   EXPECT_TRUE(v.empty());
   v.push_back(5);
   EXPECT_EQ(v.front(), 5);
+}
+
+// Growing with zeros rewrites what an earlier, larger size left behind, and leaves the pages
+// never written alone: a 64 MiB table of zeros costs no memory until it is written.
+TEST(BigVector, ResizeWithZerosClearsOldElementsAndFaultsNoFreshPage) {
+  BigVector<std::uint32_t> v;
+  for (std::uint32_t i = 1; i <= 10; ++i) v.push_back(i);
+  v.resize(3);
+  v.resize(16 << 20, 0);  // 64 MiB
+  EXPECT_EQ(std::vector<std::uint32_t>(v.begin(), v.begin() + 12), (std::vector<std::uint32_t>{1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* tail = reinterpret_cast<std::uint8_t*>(v.data() + v.size()) - 32 * page;  // the last 32 pages
+  unsigned char resident[32] = {};
+  ASSERT_EQ(mincore(tail, 32 * static_cast<std::size_t>(page), resident), 0);
+  int faulted = 0;
+  for (unsigned char r : resident) faulted += r & 1;
+  EXPECT_EQ(faulted, 0);
+  EXPECT_EQ(v[v.size() - 1], 0u);  // and they read as zeros
 }
 
 #ifdef MEMSNAP_BIG_VECTOR_ASAN

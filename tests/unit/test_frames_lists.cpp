@@ -3,7 +3,7 @@
 // stack ids given in order of first occurrence whatever the stacks hash to; and lists of memo
 // references outside the trace (blocks' frames) built in one step exactly as the generic path
 // builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error),
-// equal ones sharing their items until one of them is appended to.
+// equal ones sharing their items until one of them is appended to; and the memo's shared values.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "pickle_writer.h"
 #include "read/pickle_reader.h"
+#include "read/pickle_vm.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -216,6 +217,22 @@ TEST(ReferenceLists, AppendingToASharedListCopiesItFirst) {
   EXPECT_EQ(ints_of(doc, lists[0]), (std::vector<std::int64_t>{7, 8}));
   EXPECT_EQ(ints_of(doc, lists[1]), (std::vector<std::int64_t>{7, 8, 9}));
   EXPECT_EQ(ints_of(doc, lists[2]), (std::vector<std::int64_t>{8, 7}));
+}
+
+// The memo holds one value entry per distinct converted value (a trace's frames lists name a few
+// thousand stacks), and overwriting one slot leaves the slots that shared its entry unchanged.
+TEST(Memo, EqualConvertedValuesShareOneEntry) {
+  pickle_vm::Memo memo;
+  for (int i = 0; i < 1000; ++i) memo.push_back(Value::interned(2, i % 3));
+  EXPECT_EQ(memo.value_entries(), 1u + 3u);
+  memo.set(4, Value::interned(2, 7));
+  EXPECT_EQ(memo[4].u, 7u);
+  EXPECT_EQ(memo[1].u, 1u);  // slots 1 and 4 shared an entry
+  EXPECT_EQ(memo[7].u, 1u);
+  EXPECT_EQ(memo[7].aux, 2u);
+  memo.push_back(Value::interned(1, 1));  // another tag: another value
+  EXPECT_EQ(memo[1000].aux, 1u);
+  EXPECT_EQ(memo[1].aux, 2u);
 }
 
 }  // namespace frames_lists_tests
