@@ -9,12 +9,14 @@ std::int64_t LiveCurve::operator[](std::size_t k) const {
   return value;
 }
 
-std::vector<std::int64_t> LiveCurve::materialize() const {
-  std::vector<std::int64_t> out(size());
-  if (out.empty()) return out;
-  out[0] = checkpoints_[0];
-  for (std::size_t k = 1; k < out.size(); ++k) out[k] = add_live_delta(out[k - 1], live_delta(events_[k - 1]));
-  return out;
+std::int64_t LiveCurve::Reader::at(std::size_t k) {
+  if (!started_ || k < next_ || k - next_ >= kStride) {
+    next_ = k / kStride * kStride;
+    value_ = curve_.checkpoints_[k / kStride];
+    started_ = true;
+  }
+  for (; next_ < k; ++next_) value_ = add_live_delta(value_, live_delta(curve_.events_[next_]));
+  return value_;
 }
 
 }  // namespace memsnap

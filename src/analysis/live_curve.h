@@ -50,8 +50,19 @@ class LiveCurve {
   bool empty() const { return checkpoints_.empty(); }
   // The value after the first k events (k < size()).
   std::int64_t operator[](std::size_t k) const;
-  // Every point, for plots.
-  std::vector<std::int64_t> materialize() const;
+  // Reads the points in ascending order in constant time each (a plot's walk over millions of
+  // points, without an array of them); going back restarts from a checkpoint.
+  class Reader {
+   public:
+    explicit Reader(const LiveCurve& curve) : curve_(curve) {}
+    std::int64_t at(std::size_t k);
+
+   private:
+    const LiveCurve& curve_;
+    std::size_t next_ = 0;  // value_ is the point at next_ (valid once started_)
+    std::int64_t value_ = 0;
+    bool started_ = false;
+  };
 
  private:
   std::span<const TraceEvent> events_;  // the device's kept events (owned by the snapshot)

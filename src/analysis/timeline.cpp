@@ -253,16 +253,12 @@ std::int64_t reserved_at(const DeviceTimeline& t, std::size_t k) {
   return steps == 0 ? t.reserved_start : t.reserved_after[static_cast<std::size_t>(steps) - 1];
 }
 
-std::vector<std::int64_t> reserved_curve(const DeviceTimeline& t) {
-  std::vector<std::int64_t> out;
-  out.reserve(t.events + 1);
-  out.push_back(t.reserved_start);
-  for (std::size_t i = 0; i < t.segment_events.size(); ++i) {
-    out.resize(t.segment_events[i] + 1, out.back());  // unchanged up to the segment event
-    out.push_back(t.reserved_after[i]);
-  }
-  out.resize(t.events + 1, out.back());
-  return out;
+std::int64_t ReservedCurveReader::at(std::size_t k) {
+  if (k < last_) applied_ = 0;
+  last_ = k;
+  // After k events, every segment event before k has changed the reserved bytes.
+  while (applied_ < t_.segment_events.size() && t_.segment_events[applied_] < k) ++applied_;
+  return applied_ == 0 ? t_.reserved_start : t_.reserved_after[applied_ - 1];
 }
 
 const Block* final_block_of(const Snapshot& s, const DeviceTimeline& t, std::size_t lifetime) {

@@ -154,8 +154,18 @@ std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& timel
 
 // Reserved bytes in the state after the first k events (k <= events).
 std::int64_t reserved_at(const DeviceTimeline& timeline, std::size_t k);
-// reserved_at(k) for every k in 0 .. events, for plots (8 bytes an event: built on demand).
-std::vector<std::int64_t> reserved_curve(const DeviceTimeline& timeline);
+// reserved_at(k) for ascending k in 0 .. events, in constant time each (for plots: no array of
+// 8 bytes an event); going back restarts from the first segment event.
+class ReservedCurveReader {
+ public:
+  explicit ReservedCurveReader(const DeviceTimeline& timeline) : t_(timeline) {}
+  std::int64_t at(std::size_t k);
+
+ private:
+  const DeviceTimeline& t_;
+  std::size_t applied_ = 0;  // segment events at or before the last k read
+  std::size_t last_ = 0;
+};
 
 // The final block of a lifetime still live at the end; null when the final state lacks it.
 const Block* final_block_of(const Snapshot& snapshot, const DeviceTimeline& timeline, std::size_t lifetime);

@@ -3,6 +3,7 @@
 // stay visible however many points are dropped.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +18,48 @@ namespace memsnap {
 // n <= max_points it is every index. Each curve's global maximum is always kept.
 std::vector<std::size_t> downsample_indices(std::size_t n, std::span<const std::span<const std::int64_t>> curves,
                                             std::size_t max_points, std::span<const std::size_t> keep = {});
+
+// The same, for `curves` curves read through value(c, i): each curve's points are read once, in
+// ascending order, so a curve need not be an array (LiveCurve::Reader, ReservedCurveReader).
+template <typename ValueAt>
+std::vector<std::size_t> downsample_indices_of(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
+                                               std::span<const std::size_t> keep = {}) {
+  std::vector<std::size_t> out;
+  if (n == 0) return out;
+  if (n <= max_points) {
+    out.resize(n);
+    for (std::size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+  const std::size_t fixed = 2 + keep.size();
+  const std::size_t per_bucket = 2 * std::max<std::size_t>(1, curves);
+  const std::size_t buckets = std::clamp<std::size_t>(max_points > fixed ? (max_points - fixed) / per_bucket : 1, 1, n);
+  out.reserve(fixed + buckets * per_bucket);
+  out.push_back(0);
+  out.push_back(n - 1);
+  for (std::size_t k : keep) {
+    if (k < n) out.push_back(k);
+  }
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t begin = b * n / buckets;
+    const std::size_t end = (b + 1) * n / buckets;
+    if (begin >= end) continue;
+    for (std::size_t c = 0; c < curves; ++c) {
+      std::size_t lo = begin, hi = begin;
+      std::int64_t low = value(c, begin), high = low;
+      for (std::size_t i = begin + 1; i < end; ++i) {
+        const std::int64_t v = value(c, i);
+        if (v < low) lo = i, low = v;
+        if (v > high) hi = i, high = v;
+      }
+      out.push_back(lo);
+      out.push_back(hi);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 // The values of `curve` at `indices`.
 std::vector<std::int64_t> take(std::span<const std::int64_t> curve, std::span<const std::size_t> indices);

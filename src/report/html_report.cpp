@@ -221,8 +221,8 @@ std::vector<std::uint32_t> top_sites(const SiteWalk& walk, const std::vector<std
 
 // Live requested bytes per site over the window, for the top sites by their largest live total
 // (plus the site that grew most), sampled at the downsampled points of the allocated curve.
-ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, std::span<const std::int64_t> curve,
-                    SiteTable& sites, const HtmlOptions& o, bool timed, std::int64_t t0) {
+ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites, const HtmlOptions& o, bool timed,
+                    std::int64_t t0) {
   const std::size_t n = events.size();
   SiteWalk walk(t, sites);
   for (std::size_t k = 0; k < n; ++k) walk.step(k);
@@ -234,9 +234,10 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, std::spa
   std::uint32_t grower = kNone;
   const std::vector<std::uint32_t> top = top_sites(walk, growth, o.stack_sites, grower);
 
-  const std::span<const std::int64_t> curves[] = {curve};
   const std::size_t keep[] = {t.peak_index};
-  const auto idx = downsample_indices(curve.size(), curves, o.stack_points, keep);
+  LiveCurve::Reader allocated(t.curve);
+  const auto idx = downsample_indices_of(
+      t.curve.size(), 1, [&](std::size_t, std::size_t i) { return allocated.at(i); }, o.stack_points, keep);
   std::vector<std::vector<std::int64_t>> series(top.size());
   std::vector<std::int64_t> other;
   for (auto& v : series) v.reserve(idx.size());
@@ -250,7 +251,7 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, std::spa
         series[j].push_back(walk.now(top[j]));
         sum = add_live_delta(sum, static_cast<std::uint64_t>(walk.now(top[j])));
       }
-      other.push_back(subtract_live_delta(curve[k], static_cast<std::uint64_t>(sum)));
+      other.push_back(subtract_live_delta(allocated.at(k), static_cast<std::uint64_t>(sum)));
       ++next;
     }
     if (k < n) walk.step(k);
@@ -272,8 +273,6 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, std::spa
 ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t, SiteTable& sites,
                   const HtmlOptions& o, bool timed, std::int64_t t0) {
   const auto& events = s.events_of(t.device);
-  const std::vector<std::int64_t> reserved = reserved_curve(t);
-  const std::vector<std::int64_t> allocated = t.curve.materialize();
   const std::size_t reserved_peak = t.reserved_peak_index;
   std::vector<std::size_t> keep{t.peak_index, reserved_peak};
   auto ooms = ojson::array();
@@ -284,27 +283,37 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     ojson m = marker(e.index, events, timed, t0);
     m["oom"] = i;  // position in the report's trace.oom
     m["size"] = e.size;
-    m["allocated"] = allocated[e.index];
-    m["reserved"] = reserved[e.index];
+    m["allocated"] = t.curve[e.index];
+    m["reserved"] = reserved_at(t, e.index);
     m["verdict"] = a.ooms[i].studied ? oom_verdict_name(a.ooms[i].verdict) : "not studied";
     ooms.push_back(std::move(m));
   }
-  const std::span<const std::int64_t> curves[] = {allocated, reserved};
-  const auto idx = downsample_indices(allocated.size(), curves, o.timeline_points, keep);
+  // Both curves read point by point in one pass each (no array of 8 bytes an event).
+  LiveCurve::Reader allocated(t.curve);
+  ReservedCurveReader reserved(t);
+  const auto idx = downsample_indices_of(
+      t.curve.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? allocated.at(i) : reserved.at(i); },
+      o.timeline_points, keep);
 
   ojson j;
   j["device"] = t.device;
   j["events"] = events.size();
   ojson line;
   put_x(line, idx, events, timed, t0);
-  line["allocated"] = take(allocated, idx);
-  line["reserved"] = take(reserved, idx);
+  auto at_points = [&idx](auto& curve) {
+    std::vector<std::int64_t> out;
+    out.reserve(idx.size());
+    for (std::size_t i : idx) out.push_back(curve.at(i));
+    return out;
+  };
+  line["allocated"] = at_points(allocated);
+  line["reserved"] = at_points(reserved);
   j["timeline"] = std::move(line);
   ojson peak = marker(t.peak_index, events, timed, t0);
   peak["allocated"] = t.peak_allocated ? ojson(*t.peak_allocated) : ojson(nullptr);
   j["peak"] = std::move(peak);
   ojson rpeak = marker(reserved_peak, events, timed, t0);
-  rpeak["reserved"] = reserved[reserved_peak];
+  rpeak["reserved"] = reserved_at(t, reserved_peak);
   j["reserved_peak"] = std::move(rpeak);
   j["steps"] = step_markers(t, events, timed, t0, o.max_steps);
   j["steps_total"] = t.steps.size();
@@ -312,7 +321,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     if (d.device == t.device) j["phases"] = phase_bands_json(d, [&](std::size_t k) { return marker(k, events, timed, t0); });
   }
   j["ooms"] = std::move(ooms);
-  j["stack"] = stacked_sites(t, events, allocated, sites, o, timed, t0);
+  j["stack"] = stacked_sites(t, events, sites, o, timed, t0);
   return j;
 }
 

@@ -182,8 +182,11 @@ TEST(LiveCurve, MatchesTheFullCurveAtEveryPoint) {
     const LiveCurve curve(events, end_live, [&](std::size_t k, std::int64_t value) { visited[k] = value; });
     ASSERT_EQ(curve.size(), n + 1);
     EXPECT_EQ(visited, full) << n;
-    EXPECT_EQ(curve.materialize(), full) << n;
     for (std::size_t k = 0; k <= n; ++k) ASSERT_EQ(curve[k], full[k]) << "n=" << n << " k=" << k;
+    LiveCurve::Reader in_order(curve), with_jumps(curve);
+    for (std::size_t k = 0; k <= n; ++k) ASSERT_EQ(in_order.at(k), full[k]) << "n=" << n << " k=" << k;
+    for (std::size_t k = 0; k <= n; k += 1 + k % 150) ASSERT_EQ(with_jumps.at(k), full[k]) << "n=" << n << " k=" << k;
+    if (n > 0) EXPECT_EQ(with_jumps.at(n / 3), full[n / 3]);  // back again
   }
   EXPECT_TRUE(LiveCurve().empty());
   EXPECT_EQ(LiveCurve().size(), 0u);
@@ -196,8 +199,25 @@ TEST(LiveCurve, WrapsInsteadOfOverflowingOnHostileSizes) {
   events[1].action = Action::FreeCompleted;
   events[1].size = std::uint64_t{1} << 63;
   const LiveCurve curve(events, 0, [](std::size_t, std::int64_t) {});
-  EXPECT_EQ(curve.materialize(), (std::vector<std::int64_t>{curve[0], curve[1], curve[2]}));
+  LiveCurve::Reader reader(curve);
+  EXPECT_EQ((std::vector<std::int64_t>{reader.at(0), reader.at(1), reader.at(2)}), (std::vector<std::int64_t>{curve[0], curve[1], curve[2]}));
   EXPECT_EQ(curve[2], 0);
+}
+
+// The reserved bytes after k events, read in order, equal reserved_at(k): unchanged up to and
+// including a segment event's index, its new value after it.
+TEST(ReservedCurveReader, ReadsTheStepsOfTheSegmentEventsInOrder) {
+  DeviceTimeline t;
+  t.events = 10;
+  t.reserved_start = 100;
+  t.segment_events = {0, 3, 4, 9};
+  t.reserved_after = {200, 300, 250, 0};
+  ReservedCurveReader reader(t);
+  std::vector<std::int64_t> got;
+  for (std::size_t k = 0; k <= 10; ++k) got.push_back(reader.at(k));
+  EXPECT_EQ(got, (std::vector<std::int64_t>{100, 200, 200, 200, 300, 250, 250, 250, 250, 250, 0}));
+  for (std::size_t k = 0; k <= 10; ++k) EXPECT_EQ(got[k], reserved_at(t, k)) << k;
+  EXPECT_EQ(reader.at(2), 200);  // back again
 }
 
 // A snapshot with one device's random trace and no segments.
