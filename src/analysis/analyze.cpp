@@ -13,6 +13,7 @@
 #include "analysis/plausibility.h"
 #include "analysis/snapshot_entries.h"
 #include "base/format_bytes.h"
+#include "base/parallel.h"
 #include "base/phase_timer.h"
 
 namespace memsnap {
@@ -51,8 +52,10 @@ Replay replay(const Snapshot& s) {
   return {build_timelines(s)};
 }
 
-Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
-  Measures m;
+namespace {
+
+// Everything measure() finds but the phases and the plausibility checks.
+void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping grouping, Measures& m) {
   SiteCache site_cache(s, grouping);  // each stack described once for the end, the peak and every OOM
   const std::vector<LiveItem> live = final_live_items(s, r.timelines);
   m.sites = attribute(live, site_cache);
@@ -88,10 +91,26 @@ Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
   for (const auto& t : r.timelines) {
     if (t.device == m.view.device && t.device != m.peak_device && t.peak_allocated) m.sites_at_view_peak = attribute(t.live_at_peak, site_cache);
   }
-  m.phases = find_all_phases(s, r.timelines);
+}
+
+}  // namespace
+
+Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
+  Measures m;
+  // The phases and the plausibility checks read only the snapshot and the timelines: they run on
+  // a second core while the sites, totals, OOMs and budgets are measured (in turn on one core).
+  std::vector<std::string> implausible;
+  parallel_for(2, [&](std::size_t task) {
+    if (task == 1) {
+      m.phases = find_all_phases(s, r.timelines);
+      implausible = implausible_values(s);
+      return;
+    }
+    measure_sites_and_memory(s, r, grouping, m);
+  });
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));
-  for (auto& v : implausible_values(s)) m.invariant_violations.push_back(std::move(v));
+  for (auto& v : implausible) m.invariant_violations.push_back(std::move(v));
   for (auto& v : snapshot_entry_mismatches(s, r.timelines)) m.invariant_violations.push_back(std::move(v));
   return m;
 }
