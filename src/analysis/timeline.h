@@ -163,7 +163,7 @@ class ReservedCurveReader {
 
  private:
   const DeviceTimeline& t_;
-  std::size_t applied_ = 0;  // segment events at or before the last k read
+  std::size_t applied_ = 0;  // segment events before the last k read (their index < k)
   std::size_t last_ = 0;
 };
 

@@ -11,19 +11,16 @@
 
 namespace memsnap {
 
-// Indices (ascending, unique) of the points to keep from curves sharing one x axis; each curve
-// must have `n` points. Kept: the first and last point, the `keep` indices (markers: the peak,
-// OOMs), and in each bucket the first index of every curve's minimum and maximum. The result has
-// at most `max_points` indices when max_points >= 2 + keep.size() + 2 * curves.size(); with
-// n <= max_points it is every index. Each curve's global maximum is always kept.
-std::vector<std::size_t> downsample_indices(std::size_t n, std::span<const std::span<const std::int64_t>> curves,
-                                            std::size_t max_points, std::span<const std::size_t> keep = {});
-
-// The same, for `curves` curves read through value(c, i): each curve's points are read once, in
+// Indices (ascending, unique) of the points to keep from `curves` curves sharing one x axis of `n`
+// points, read through value(c, i) (curve c at point i). Each curve's points are read once, in
 // ascending order, so a curve need not be an array (LiveCurve::Reader, ReservedCurveReader).
+// Kept: the first and last point, the `keep` indices (markers: the peak, OOMs), and in each
+// bucket the first index of every curve's minimum and maximum. The result has at most
+// `max_points` indices when max_points >= 2 + keep.size() + 2 * curves; with n <= max_points it
+// is every index. Each curve's global maximum is always kept.
 template <typename ValueAt>
-std::vector<std::size_t> downsample_indices_of(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
-                                               std::span<const std::size_t> keep = {}) {
+std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
+                                            std::span<const std::size_t> keep = {}) {
   std::vector<std::size_t> out;
   if (n == 0) return out;
   if (n <= max_points) {
@@ -61,7 +58,13 @@ std::vector<std::size_t> downsample_indices_of(std::size_t n, std::size_t curves
   return out;
 }
 
-// The values of `curve` at `indices`.
-std::vector<std::int64_t> take(std::span<const std::int64_t> curve, std::span<const std::size_t> indices);
+// value(i) at each of `indices`, in their order.
+template <typename ValueAt>
+std::vector<std::int64_t> values_at(std::span<const std::size_t> indices, ValueAt&& value) {
+  std::vector<std::int64_t> out;
+  out.reserve(indices.size());
+  for (std::size_t i : indices) out.push_back(value(i));
+  return out;
+}
 
 }  // namespace memsnap

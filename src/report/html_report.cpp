@@ -236,7 +236,7 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTabl
 
   const std::size_t keep[] = {t.peak_index};
   LiveCurve::Reader allocated(t.curve);
-  const auto idx = downsample_indices_of(
+  const auto idx = downsample_indices(
       t.curve.size(), 1, [&](std::size_t, std::size_t i) { return allocated.at(i); }, o.stack_points, keep);
   std::vector<std::vector<std::int64_t>> series(top.size());
   std::vector<std::int64_t> other;
@@ -291,7 +291,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
   // Both curves read point by point in one pass each (no array of 8 bytes an event).
   LiveCurve::Reader allocated(t.curve);
   ReservedCurveReader reserved(t);
-  const auto idx = downsample_indices_of(
+  const auto idx = downsample_indices(
       t.curve.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? allocated.at(i) : reserved.at(i); },
       o.timeline_points, keep);
 
@@ -300,14 +300,8 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
   j["events"] = events.size();
   ojson line;
   put_x(line, idx, events, timed, t0);
-  auto at_points = [&idx](auto& curve) {
-    std::vector<std::int64_t> out;
-    out.reserve(idx.size());
-    for (std::size_t i : idx) out.push_back(curve.at(i));
-    return out;
-  };
-  line["allocated"] = at_points(allocated);
-  line["reserved"] = at_points(reserved);
+  line["allocated"] = values_at(idx, [&](std::size_t i) { return allocated.at(i); });
+  line["reserved"] = values_at(idx, [&](std::size_t i) { return reserved.at(i); });
   j["timeline"] = std::move(line);
   ojson peak = marker(t.peak_index, events, timed, t0);
   peak["allocated"] = t.peak_allocated ? ojson(*t.peak_allocated) : ojson(nullptr);

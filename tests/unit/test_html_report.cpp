@@ -39,8 +39,7 @@ ojson page_data(const std::string& html) {
 
 std::vector<std::size_t> downsample_one(const std::vector<std::int64_t>& curve, std::size_t max_points,
                                         std::vector<std::size_t> keep = {}) {
-  const std::span<const std::int64_t> curves[] = {curve};
-  return downsample_indices(curve.size(), curves, max_points, keep);
+  return downsample_indices(curve.size(), 1, [&](std::size_t, std::size_t i) { return curve[i]; }, max_points, keep);
 }
 
 TEST(Downsample, ShortCurvesAreKeptWhole) {
@@ -68,7 +67,7 @@ TEST(Downsample, KeepsExtremesExactlyAndBoundsPoints) {
     EXPECT_EQ(idx.front(), 0u);
     EXPECT_EQ(idx.back(), curve.size() - 1);
     for (std::size_t k : keep) EXPECT_TRUE(std::binary_search(idx.begin(), idx.end(), k));
-    const auto values = take(curve, idx);
+    const auto values = values_at(idx, [&](std::size_t i) { return curve[i]; });
     EXPECT_EQ(*std::max_element(values.begin(), values.end()), *std::max_element(curve.begin(), curve.end()));
     EXPECT_EQ(*std::min_element(values.begin(), values.end()), *std::min_element(curve.begin(), curve.end()));
     EXPECT_TRUE(std::binary_search(idx.begin(), idx.end(), 612'345u));
@@ -79,8 +78,7 @@ TEST(Downsample, KeepsEveryCurvesPeak) {
   std::vector<std::int64_t> a(100'000, 10), b(100'000, 10);
   a[40'001] = 1000;
   b[40'002] = 2000;  // same bucket as a's peak
-  const std::span<const std::int64_t> curves[] = {a, b};
-  const auto idx = downsample_indices(a.size(), curves, 50);
+  const auto idx = downsample_indices(a.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? a[i] : b[i]; }, 50);
   EXPECT_LE(idx.size(), 50u);
   EXPECT_TRUE(std::binary_search(idx.begin(), idx.end(), 40'001u));
   EXPECT_TRUE(std::binary_search(idx.begin(), idx.end(), 40'002u));
