@@ -15,6 +15,7 @@
 #include "analysis/layout_replay.h"
 #include "report/downsample.h"
 #include "base/checked.h"
+#include "base/parallel.h"
 #include "report/json_report.h"
 
 namespace memsnap {
@@ -288,12 +289,22 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     m["verdict"] = a.ooms[i].studied ? oom_verdict_name(a.ooms[i].verdict) : "not studied";
     ooms.push_back(std::move(m));
   }
-  // Both curves read point by point in one pass each (no array of 8 bytes an event).
+  // The per-site walk (two passes over the events) runs on a second core beside the curves,
+  // which are read point by point in one pass each (no array of 8 bytes an event). Only the
+  // walk writes to `sites`.
+  ojson stack;
   LiveCurve::Reader allocated(t.curve);
   ReservedCurveReader reserved(t);
-  const auto idx = downsample_indices(
-      t.curve.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? allocated.at(i) : reserved.at(i); },
-      o.timeline_points, keep);
+  std::vector<std::size_t> idx;
+  parallel_for(2, [&](std::size_t task) {
+    if (task == 0) {
+      stack = stacked_sites(t, events, sites, o, timed, t0);
+      return;
+    }
+    idx = downsample_indices(
+        t.curve.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? allocated.at(i) : reserved.at(i); },
+        o.timeline_points, keep);
+  });
 
   ojson j;
   j["device"] = t.device;
@@ -315,7 +326,7 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
     if (d.device == t.device) j["phases"] = phase_bands_json(d, [&](std::size_t k) { return marker(k, events, timed, t0); });
   }
   j["ooms"] = std::move(ooms);
-  j["stack"] = stacked_sites(t, events, sites, o, timed, t0);
+  j["stack"] = std::move(stack);
   return j;
 }
 
