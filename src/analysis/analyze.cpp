@@ -97,16 +97,19 @@ void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping g
 
 Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
   Measures m;
-  // The phases and the plausibility checks read only the snapshot and the timelines: they run on
-  // a second core while the sites, totals, OOMs and budgets are measured (in turn on one core).
+  // The phases, the steps and the plausibility checks read only the snapshot and the timelines:
+  // they run beside the sites, totals, OOMs and budgets (measured in turn, as one task), the
+  // longest first, on as many cores as there are.
   std::vector<std::string> implausible;
-  parallel_for(2, [&](std::size_t task) {
-    if (task == 1) {
-      m.phases = find_all_phases(s, r.timelines);
-      implausible = implausible_values(s);
-      return;
+  parallel_for(4, [&](std::size_t task) {
+    switch (task) {
+      case 0: m.phases = find_all_phases(s, r.timelines); return;
+      case 1:
+        for (const DeviceTimeline& t : r.timelines) m.steps.push_back(find_steps(s, t));
+        return;
+      case 2: measure_sites_and_memory(s, r, grouping, m); return;
+      default: implausible = implausible_values(s); return;
     }
-    measure_sites_and_memory(s, r, grouping, m);
   });
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));

@@ -60,6 +60,7 @@ struct Measures {
   std::vector<MemoryBudget> budgets;  // per device: the end, the peak, each OOM (memory_budget.h)
   std::vector<std::string> invariant_violations;
   std::vector<DevicePhases> phases;  // per timeline, in timeline order (phases.h)
+  std::vector<Steps> steps;          // per timeline, in timeline order (steps.h)
 };
 
 // What the diagnosis reads.

@@ -115,7 +115,7 @@ Diagnosis diagnose(const Snapshot& s, const Measured& a) {
   for (std::size_t i = 0; i < devices; ++i) {
     const DeviceTimeline& t = a.timelines[i];
     DeviceResult& r = results[i];
-    r.steps = find_steps(s, t);
+    r.steps = i < a.steps.size() ? a.steps[i] : find_steps(s, t);  // measure() found them
     r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}, {}};
     const bool partial = a.trace.dropped > 0 || t.frees_before_window > 0 || t.live_from_before_window > 0;
     if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, partial, devices);

@@ -128,6 +128,24 @@ TEST(Patterns, StepsFromAnnotationsPeriodAndOptimizerRuns) {
   }
 }
 
+// measure() finds the steps beside the phases; the diagnosis reads them from there.
+TEST(Patterns, MeasureFindsEachTimelinesSteps) {
+  for (const char* name : {"healthy_training", "healthy_eval", "no_history"}) {
+    const auto a = analyzed(name);
+    ASSERT_EQ(a.analysis.steps.size(), a.analysis.timelines.size()) << name;
+    for (std::size_t i = 0; i < a.analysis.timelines.size(); ++i) {
+      const Steps expected = find_steps(a.loaded.snapshot, a.analysis.timelines[i]);
+      EXPECT_EQ(a.analysis.steps[i].source, expected.source) << name;
+      EXPECT_EQ(a.analysis.steps[i].boundaries, expected.boundaries) << name;
+      EXPECT_EQ(a.analysis.steps[i].device, a.analysis.timelines[i].device) << name;
+    }
+  }
+  const auto eval = analyzed("healthy_eval");
+  ASSERT_EQ(eval.analysis.steps.size(), 1u);
+  EXPECT_EQ(eval.analysis.steps[0].source, StepSource::Period);
+  EXPECT_EQ(eval.analysis.steps[0].boundaries.size(), truth_of("healthy_eval")["expect"]["steps"].get<std::size_t>());
+}
+
 TEST(Patterns, LayersOfOneForwardAreNotSteps) {
   // 24 blocks repeat the same stacks inside Net.forward: a regular period, but inside one module call.
   const auto a = analyzed("deep_forward");
