@@ -44,7 +44,8 @@ def main():
     parser.add_argument("--read", action="store_true", help="time the read alone (dump --what settings)")
     parser.add_argument("--json", dest="json_out", help="write the figures to this file")
     parser.add_argument("args", nargs="*", help="memsnap arguments after the snapshot")
-    opts = parser.parse_args()
+    opts, extra = parser.parse_known_args()  # memsnap's own options (--format html ...) pass through
+    opts.args = (opts.args or []) + [a for a in extra if a != "--"]
     if opts.read:
         tail = ["--what", "settings", "--max-trace-events", "100000000"]
     else:
