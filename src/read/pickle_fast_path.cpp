@@ -6,7 +6,7 @@ namespace memsnap::pickle_vm {
 namespace {
 
 // BININT1, BININT2, BININT or LONG1 of at most 8 bytes at d (10 readable bytes); false otherwise.
-inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
+[[gnu::always_inline]] inline bool read_small_int(const std::uint8_t* d, std::size_t& p, std::int64_t& out) {
   switch (d[0]) {
     case op::kBinInt1: out = d[1]; p += 2; return true;
     case op::kBinInt2: out = d[1] | d[2] << 8; p += 3; return true;
@@ -191,6 +191,24 @@ bool PickleVm::frame_ids_in_frame(std::size_t& p) {
   return true;
 }
 
+// The stack of the frames list whose references start at p, from FramesListCache when an equal
+// list was decoded before with the memo's frames as they are; p then points past its APPENDS.
+bool PickleVm::cached_frames_list(std::size_t& p, Value& out) {
+  if (memo_.frame_epoch() != frames_lists_epoch_) {
+    frames_lists_.clear();
+    frames_lists_epoch_ = memo_.frame_epoch();
+  }
+  const std::uint8_t* body = data_ + p;
+  const std::uint8_t* const end = memo_reference_run_end(body, data_ + fast_limit_);
+  if (end == data_ + fast_limit_ || *end != op::kAppends) return false;
+  const std::size_t length = static_cast<std::size_t>(end - body);
+  const Value* stack = frames_lists_.find(body, length, FramesListCache::hash(body, length));
+  if (!stack) return false;
+  out = *stack;
+  p += length + 1;
+  return true;
+}
+
 // A frames list: EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing, decoded in one
 // loop into frame ids (no value per reference) and interned as a stack.
 template <bool kFrames>
@@ -205,7 +223,18 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   if (q < fast_limit_ && data_[q] == op::kMark) {
     ++q;
     if constexpr (!kFrames) {
+      if (cached_frames_list(q, out)) {
+        if (memoized) memo_.set(memo_.size() - 1, out);
+        p = q;
+        return true;
+      }
+      const std::size_t body = q;
       if (!frame_ids_in_frame(q)) return false;
+      out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
+      if (memoized) memo_.set(memo_.size() - 1, out);
+      frames_lists_.insert(data_ + body, q - body, FramesListCache::hash(data_ + body, q - body), out);
+      p = q + 1;
+      return true;
     } else {
       skip_frames<kFrames>(q);
       while (q < fast_limit_ && data_[q] != op::kAppends) {

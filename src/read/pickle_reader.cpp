@@ -84,7 +84,8 @@ void PickleVm::stream_batch(const MarkInfo& mark) {
     const Value& slot = memo_[k];
     if (!slot.is_container() || slot.index < mark.arena.containers) continue;
     auto converted = sink_->converted(slot.index);
-    memo_.set(k, converted ? *converted : Value::released());
+    if (converted) memo_.set_converted(k, *converted);
+    else memo_.set(k, Value::released());
   }
   sink_->released(mark.arena.containers);
   doc_.release_to(mark.arena);

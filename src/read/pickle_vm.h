@@ -16,6 +16,7 @@
 #include "base/big_vector.h"
 #include "base/error.h"
 #include "base/limits.h"
+#include "read/frames_list_cache.h"
 #include "read/mapping_pager.h"
 #include "read/pickle_opcodes.h"
 #include "read/pickle_reader.h"
@@ -63,8 +64,11 @@ class Memo {
   }
   void set(std::size_t i, const Value& v) {
     slots_[i] = restore(slots_[i], v);
-    if (i < frame_ids_.size()) frame_ids_[i] = 0;
+    if (i < frame_ids_.size()) forget_frame(i);
   }
+  // Slot i's container, released with its batch, replaced by what the sink converted it to: the
+  // same frame (or stack) as an interned value, so a cached frame id stays valid.
+  void set_converted(std::size_t i, const Value& v) { slots_[i] = restore(slots_[i], v); }
   // The sink's frame id for the frame value at dense slot i, cached until the slot changes.
   bool cached_frame(std::size_t i, std::uint32_t& id) const {
     if (i >= frame_ids_.size() || frame_ids_[i] == 0) return false;
@@ -86,9 +90,12 @@ class Memo {
   }
   void resize(std::size_t n) {
     if (n < slots_.size()) ++generation_;
-    for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) frame_ids_[k] = 0;
+    for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) forget_frame(k);
     slots_.resize(n, 0);
   }
+  // Changes whenever a slot's cached frame id is dropped (the slot overwritten or popped), so what
+  // was derived from the frame ids of given slots stays valid while it is unchanged.
+  std::uint64_t frame_epoch() const { return frame_epoch_; }
   // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
   // strs at given indices mean stays valid while it is unchanged.
   std::uint64_t generation() const { return generation_; }
@@ -96,6 +103,12 @@ class Memo {
   std::size_t value_entries() const { return values_.size(); }
 
  private:
+  void forget_frame(std::size_t i) {
+    if (frame_ids_[i] != 0) {
+      frame_ids_[i] = 0;
+      ++frame_epoch_;
+    }
+  }
   // The slot just pushed replaces a sparse entry at the same index (a later put wins).
   void adopt_sparse() { sparse_.erase(slots_.size() - 1); }
   // Overwrites the value entry `old` with v, reusing it when no other slot shares it.
@@ -152,6 +165,7 @@ class Memo {
   std::uint32_t interned_[256] = {};  // value index of a converted value, by its hash (0: none)
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;
+  std::uint64_t frame_epoch_ = 0;
 };
 
 // The frames list being decoded, as frame ids: a buffer the frames-list loop writes through a
@@ -334,6 +348,9 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
+  FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
+  std::uint64_t frames_lists_epoch_ = 0;  // the memo's frame_epoch() frames_lists_ holds for
+  bool cached_frames_list(std::size_t& p, Value& out);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
   // Lists of memo references outside the trace by the hash of their items -> the first such
   // container: an equal list shares its items (Document::share_items). Blocks' frames lists

@@ -3,7 +3,8 @@
 // stack ids given in order of first occurrence whatever the stacks hash to; and lists of memo
 // references outside the trace (blocks' frames) built in one step exactly as the generic path
 // builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error),
-// equal ones sharing their items until one of them is appended to; and the memo's shared values.
+// equal ones sharing their items until one of them is appended to; the stacks of the trace's
+// lists found from their bytes; and the memo's shared values.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -27,8 +28,13 @@ using test::PickleWriter;
 // the typed fast path takes them. Each list names frame dicts by number (frame k is the dict
 // {"filename": "/w/fk.py", "name": "f", "line": k}), all memoized before the trace and none
 // converted before the first list that names it: the loop meets each one mid-list the first time.
-std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>>& lists) {
-  PickleWriter w;
+// With `rewrite_before` = i, the batch is closed before entry i, frame 1's memo slot is overwritten
+// (LONG_BINPUT) with the dict of line 99, and a new batch begins. Protocol 3 (no FRAME opcodes)
+// reads as the inside of one pickle frame, where the frames-list loop runs; protocol 4 without a
+// FRAME opcode takes the path that checks for one before every opcode.
+std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>>& lists,
+                                              std::size_t rewrite_before = SIZE_MAX, int protocol = 3) {
+  PickleWriter w(protocol);
   std::uint32_t memo = 0;
   std::map<std::string, std::uint32_t> slots;
   auto shared_str = [&](const std::string& s) {  // memoized the first time, referenced after
@@ -51,6 +57,12 @@ std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>
   w.op('1');  // POP_MARK: the frame dicts are only memoized
   w.str("device_traces").list().list().mark();
   for (std::size_t i = 0; i < lists.size(); ++i) {
+    if (i == rewrite_before) {
+      w.appends();
+      w.dict().mark().str("filename").str("/w/f99.py").str("name").str("g").str("line").integer(99).setitems();
+      w.long_binput(slot[1]).op('0');  // POP
+      w.mark();
+    }
     w.dict().memoize();
     ++memo;
     w.mark();
@@ -116,6 +128,39 @@ TEST(FramesLists, StacksAreNumberedInTheOrderTheyFirstOccur) {
     ASSERT_EQ(events[600 + i].stack, static_cast<StackId>(i + 1)) << i;
     ASSERT_EQ(lines_of(snap, events[i].stack), lists[i]) << i;
   }
+}
+
+// The reader finds the stack of a frames list equal byte for byte to an earlier one from its bytes
+// (FramesListCache); a memo slot the list names, overwritten in between, makes it decode again.
+TEST(FramesLists, AnEqualListAfterItsFrameSlotWasOverwrittenNamesTheNewFrame) {
+  const std::vector<int> list = {0, 1, 2, 1};
+  for (const int protocol : {3, 4}) {
+    const auto loaded = test::load_bytes(snapshot_with_lists({list, list, list, list}, 2, protocol));
+    const Snapshot& snap = loaded.snapshot;
+    const auto& events = snap.device_traces.at(0).events;
+    ASSERT_EQ(events.size(), 4u);
+    EXPECT_EQ(lines_of(snap, events[0].stack), list) << protocol;
+    EXPECT_EQ(events[1].stack, events[0].stack) << protocol;
+    EXPECT_EQ(lines_of(snap, events[2].stack), (std::vector<int>{0, 99, 2, 99})) << protocol;
+    EXPECT_EQ(events[3].stack, events[2].stack) << protocol;
+  }
+}
+
+TEST(FramesLists, AReferenceRunEndsAtTheFirstOtherOpcodeOrWhereItsBytesRunOut) {
+  using pickle_vm::memo_reference_run_end;
+  PickleWriter w;
+  for (int k = 0; k < 9; ++k) w.long_binget(300 + k);  // two steps of four, then one
+  for (int k = 0; k < 5; ++k) w.binget(static_cast<std::uint8_t>(k));
+  w.long_binget(7).binget(1).appends();
+  const std::vector<std::uint8_t>& b = w.bytes();
+  const std::uint8_t* begin = b.data() + 2;  // past PROTO
+  const std::uint8_t* appends = b.data() + b.size() - 1;
+  EXPECT_EQ(memo_reference_run_end(begin, b.data() + b.size()), appends);
+  EXPECT_EQ(*appends, 'e');
+  // A LONG_BINGET whose index is cut off by the end is not part of the run.
+  const std::uint8_t* eighth = begin + 7 * 5;
+  EXPECT_EQ(memo_reference_run_end(begin, eighth + 4), eighth);
+  EXPECT_EQ(memo_reference_run_end(begin, begin), begin);
 }
 
 // memo 0 = 7, memo 1 = 8, memo 2 = the list: 1,000 references (one to the list itself) in one

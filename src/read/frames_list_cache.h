@@ -1,0 +1,90 @@
+// Internal to the reader: the stacks of the trace's frames lists by the lists' own bytes.
+//
+// A frames list in device_traces is MARK (BINGET i | LONG_BINGET iiii)... APPENDS, and a trace
+// repeats a few thousand distinct lists millions of times (a fresh list per captured traceback,
+// naming the same memoized frame dicts). Two lists whose reference bytes are equal name the same
+// memo slots, so while none of those slots changes they are the same stack: the reader finds the
+// stack of a list seen before from its bytes (a walk over the opcodes, a hash, one comparison)
+// instead of resolving each reference and interning the ids. The reader clears the cache whenever
+// a memo slot holding a frame is overwritten or dropped (Memo::frame_epoch), so the result is
+// exactly what the full decode gives.
+#pragma once
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/hash/hash.h>
+#include <absl/types/span.h>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "read/pickle_opcodes.h"
+#include "read/value.h"
+
+namespace memsnap::pickle_vm {
+
+// The end of the run of BINGET / LONG_BINGET opcodes that starts at d and lies wholly before
+// `end`: four references of one opcode are checked at once (their positions do not depend on
+// each other's bytes), the rest one by one.
+inline const std::uint8_t* memo_reference_run_end(const std::uint8_t* d, const std::uint8_t* end) {
+  for (;;) {
+    const std::ptrdiff_t left = end - d;
+    if (left >= 20 && d[0] == op::kLongBinGet && d[5] == op::kLongBinGet && d[10] == op::kLongBinGet &&
+        d[15] == op::kLongBinGet) {
+      d += 20;
+    } else if (left >= 8 && d[0] == op::kBinGet && d[2] == op::kBinGet && d[4] == op::kBinGet && d[6] == op::kBinGet) {
+      d += 8;
+    } else if (left >= 5 && d[0] == op::kLongBinGet) {
+      d += 5;
+    } else if (left >= 2 && d[0] == op::kBinGet) {
+      d += 2;
+    } else {
+      return d;
+    }
+  }
+}
+
+class FramesListCache {
+ public:
+  // Bounds on what the cache keeps (a trace of real structure needs a few thousand lists).
+  static constexpr std::size_t kMaxBytes = std::size_t(16) << 20;
+  static constexpr std::size_t kMaxLists = std::size_t(1) << 18;
+
+  static std::uint64_t hash(const std::uint8_t* body, std::size_t length) {
+    return absl::HashOf(absl::MakeConstSpan(body, length));  // LowLevelHash, many bytes a step
+  }
+  // The stack of a list whose reference bytes equal body[0, length), or nullptr.
+  const Value* find(const std::uint8_t* body, std::size_t length, std::uint64_t h) const {
+    const auto it = index_.find(h);
+    if (it == index_.end()) return nullptr;
+    const Entry& e = entries_[it->second];
+    if (e.length != length || std::memcmp(bytes_.data() + e.offset, body, length) != 0) return nullptr;
+    return &e.stack;
+  }
+  // Remembers the stack of body[0, length); a hash taken by another list, or a full cache, keeps
+  // what is there.
+  void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const Value& stack) {
+    if (bytes_.size() + length > kMaxBytes || entries_.size() >= kMaxLists) return;
+    const auto [it, inserted] = index_.try_emplace(h, static_cast<std::uint32_t>(entries_.size()));
+    if (!inserted) return;
+    entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), stack});
+    bytes_.insert(bytes_.end(), body, body + length);
+  }
+  void clear() {
+    index_.clear();
+    entries_.clear();
+    bytes_.clear();
+  }
+  std::size_t lists() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::uint32_t offset;
+    std::uint32_t length;
+    Value stack;
+  };
+  absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
+  std::vector<Entry> entries_;
+  std::vector<std::uint8_t> bytes_;
+};
+
+}  // namespace memsnap::pickle_vm
