@@ -69,12 +69,14 @@ class FramesListCache {
     entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), stack});
     bytes_.insert(bytes_.end(), body, body + length);
   }
-  void clear() {
+  // Empties the cache when the memo's frame_epoch() is no longer the one its lists were read at.
+  void keep_for(std::uint64_t frame_epoch) {
+    if (frame_epoch == epoch_) return;
     index_.clear();
     entries_.clear();
     bytes_.clear();
+    epoch_ = frame_epoch;
   }
-  std::size_t lists() const { return entries_.size(); }
 
  private:
   struct Entry {
@@ -85,6 +87,7 @@ class FramesListCache {
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Entry> entries_;
   std::vector<std::uint8_t> bytes_;
+  std::uint64_t epoch_ = 0;
 };
 
 }  // namespace memsnap::pickle_vm

@@ -194,10 +194,7 @@ bool PickleVm::frame_ids_in_frame(std::size_t& p) {
 // The stack of the frames list whose references start at p, from FramesListCache when an equal
 // list was decoded before with the memo's frames as they are; p then points past its APPENDS.
 bool PickleVm::cached_frames_list(std::size_t& p, Value& out) {
-  if (memo_.frame_epoch() != frames_lists_epoch_) {
-    frames_lists_.clear();
-    frames_lists_epoch_ = memo_.frame_epoch();
-  }
+  frames_lists_.keep_for(memo_.frame_epoch());
   const std::uint8_t* body = data_ + p;
   const std::uint8_t* const end = memo_reference_run_end(body, data_ + fast_limit_);
   if (end == data_ + fast_limit_ || *end != op::kAppends) return false;
@@ -218,23 +215,21 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   Value placeholder = Value::released();
   if (!fast_memo<kFrames>(q, placeholder)) return false;
   const bool memoized = q != memo_at;
+  auto done = [&](std::size_t end) {
+    if (memoized) memo_.set(memo_.size() - 1, out);
+    p = end;
+    return true;
+  };
   fast_frame_ids_.clear();
   skip_frames<kFrames>(q);
+  std::size_t body = 0, body_end = 0;  // a list's references decoded inside a frame, to remember
   if (q < fast_limit_ && data_[q] == op::kMark) {
     ++q;
     if constexpr (!kFrames) {
-      if (cached_frames_list(q, out)) {
-        if (memoized) memo_.set(memo_.size() - 1, out);
-        p = q;
-        return true;
-      }
-      const std::size_t body = q;
+      if (cached_frames_list(q, out)) return done(q);
+      body = q;
       if (!frame_ids_in_frame(q)) return false;
-      out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
-      if (memoized) memo_.set(memo_.size() - 1, out);
-      frames_lists_.insert(data_ + body, q - body, FramesListCache::hash(data_ + body, q - body), out);
-      p = q + 1;
-      return true;
+      body_end = q;
     } else {
       skip_frames<kFrames>(q);
       while (q < fast_limit_ && data_[q] != op::kAppends) {
@@ -252,9 +247,11 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
     q = r + 1;
   }
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
-  if (memoized) memo_.set(memo_.size() - 1, out);
-  p = q;
-  return true;
+  if (body_end != 0) {
+    const std::size_t length = body_end - body;
+    frames_lists_.insert(data_ + body, length, FramesListCache::hash(data_ + body, length), out);
+  }
+  return done(q);
 }
 
 // A list of memo references outside the trace fast path (a block's or a segment's frames list,

@@ -349,7 +349,6 @@ class PickleVm {
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
-  std::uint64_t frames_lists_epoch_ = 0;  // the memo's frame_epoch() frames_lists_ holds for
   bool cached_frames_list(std::size_t& p, Value& out);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
   // Lists of memo references outside the trace by the hash of their items -> the first such
