@@ -165,10 +165,18 @@ StackId SnapshotBuilder::stack_of(const Value& v, const Document& doc, const cha
   if (v.kind == Kind::None) return kNoStack;
   if (v.kind != Kind::List && v.kind != Kind::Tuple) bad_field(where, v, "a list of frames");
   if (v.index < stack_cache_.size() && stack_cache_[v.index]) return stack_cache_[v.index] - 1;
+  // A list whose items are an earlier list's (Document::share_items: the blocks' frames lists,
+  // and the trace entries naming them) has that list's stack: the shared chunks stay unchanged
+  // while they are shared, and are never released (sharing happens outside streamed batches).
+  const Container& c = doc.container(v);
+  if (c.shared) {
+    if (const auto it = shared_stacks_.find(c.first_chunk); it != shared_stacks_.end()) return it->second;
+  }
   scratch_.clear();
   for (const Value& item : doc.items(v)) scratch_.push_back(frame_of(item, doc));
   StackId id = kNoStack;
   if (!scratch_.empty()) id = intern_stack(scratch_.data(), scratch_.size());
+  if (c.shared) shared_stacks_.emplace(c.first_chunk, id);
   if (v.index >= stack_cache_.size()) stack_cache_.resize(std::max<std::size_t>(v.index + 1, stack_cache_.size() * 2), 0);
   stack_cache_[v.index] = id + 1;
   stack_cache_used_ = std::max<std::size_t>(stack_cache_used_, v.index + 1);

@@ -126,6 +126,7 @@ class SnapshotBuilder final : public TraceEntrySink {
   std::unordered_multimap<std::uint64_t, StackId> stack_collisions_;
   std::vector<std::uint32_t> frame_cache_;  // container index -> frame id + 1
   std::vector<std::uint32_t> stack_cache_;  // container index -> stack id + 1
+  absl::flat_hash_map<std::uint32_t, StackId> shared_stacks_;  // first chunk of shared items -> stack
   std::size_t frame_cache_used_ = 0;        // entries at or past these are all 0
   std::size_t stack_cache_used_ = 0;
   std::vector<FrameId> scratch_;

@@ -1,12 +1,14 @@
-// Internal to the reader: the stacks of the trace's frames lists by the lists' own bytes.
+// Internal to the reader: what a list of memo references decoded to, found by the list's bytes.
 //
 // A frames list in device_traces is MARK (BINGET i | LONG_BINGET iiii)... APPENDS, and a trace
 // repeats a few thousand distinct lists millions of times (a fresh list per captured traceback,
 // naming the same memoized frame dicts). Two lists whose reference bytes are equal name the same
-// memo slots, so while none of those slots changes they are the same stack: the reader finds the
-// stack of a list seen before from its bytes (a walk over the opcodes, a hash, one comparison)
-// instead of resolving each reference and interning the ids. The reader clears the cache whenever
-// a memo slot holding a frame is overwritten or dropped (Memo::frame_epoch), so the result is
+// memo slots, so while none of those slots changes they decode to the same thing: the reader
+// finds what a list seen before decoded to from its bytes (a walk over the opcodes, a hash, one
+// comparison) instead of resolving each reference. It keeps two such caches: the trace's lists'
+// stacks (FramesListCache, emptied whenever a memo slot holding a frame is overwritten or dropped,
+// Memo::frame_epoch) and, outside the trace, the earlier list with the same items (the blocks'
+// frames lists; emptied whenever any memo slot changes, Memo::slot_epoch), so the result is
 // exactly what the full decode gives.
 #pragma once
 
@@ -43,7 +45,8 @@ inline const std::uint8_t* memo_reference_run_end(const std::uint8_t* d, const s
   }
 }
 
-class FramesListCache {
+template <class T>
+class ListBytesCache {
  public:
   // Bounds on what the cache keeps (a trace of real structure needs a few thousand lists).
   static constexpr std::size_t kMaxBytes = std::size_t(16) << 20;
@@ -52,42 +55,53 @@ class FramesListCache {
   static std::uint64_t hash(const std::uint8_t* body, std::size_t length) {
     return absl::HashOf(absl::MakeConstSpan(body, length));  // LowLevelHash, many bytes a step
   }
-  // The stack of a list whose reference bytes equal body[0, length), or nullptr.
-  const Value* find(const std::uint8_t* body, std::size_t length, std::uint64_t h) const {
+  // What a list whose reference bytes equal body[0, length) decoded to, or nullptr.
+  const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h) const {
     const auto it = index_.find(h);
     if (it == index_.end()) return nullptr;
     const Entry& e = entries_[it->second];
     if (e.length != length || std::memcmp(bytes_.data() + e.offset, body, length) != 0) return nullptr;
-    return &e.stack;
+    return &e.value;
   }
-  // Remembers the stack of body[0, length); a hash taken by another list, or a full cache, keeps
-  // what is there.
-  void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const Value& stack) {
+  // Remembers what body[0, length) decoded to; a hash taken by another list, or a full cache,
+  // keeps what is there.
+  void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const T& value) {
     if (bytes_.size() + length > kMaxBytes || entries_.size() >= kMaxLists) return;
     const auto [it, inserted] = index_.try_emplace(h, static_cast<std::uint32_t>(entries_.size()));
     if (!inserted) return;
-    entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), stack});
+    entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), value});
     bytes_.insert(bytes_.end(), body, body + length);
   }
-  // Empties the cache when the memo's frame_epoch() is no longer the one its lists were read at.
-  void keep_for(std::uint64_t frame_epoch) {
-    if (frame_epoch == epoch_) return;
+  // Empties the cache when the memo's epoch is no longer the one its lists were read at.
+  void keep_for(std::uint64_t epoch) {
+    if (epoch == epoch_) return;
     index_.clear();
     entries_.clear();
     bytes_.clear();
-    epoch_ = frame_epoch;
+    epoch_ = epoch;
   }
 
  private:
   struct Entry {
     std::uint32_t offset;
     std::uint32_t length;
-    Value stack;
+    T value;
   };
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Entry> entries_;
   std::vector<std::uint8_t> bytes_;
   std::uint64_t epoch_ = 0;
 };
+
+// The trace's frames lists: their stacks (interned values).
+using FramesListCache = ListBytesCache<Value>;
+
+// A list outside the trace: the container read first with these items, and its size then (a
+// list is only ever appended to, so an unchanged size means unchanged items).
+struct EarlierList {
+  std::uint64_t index;
+  std::uint32_t size;
+};
+using ReferenceListCache = ListBytesCache<EarlierList>;
 
 }  // namespace memsnap::pickle_vm

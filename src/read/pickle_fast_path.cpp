@@ -276,6 +276,10 @@ bool PickleVm::try_reference_list() {
   }
   if (p >= limit || data_[p] != op::kMark || marks_.size() >= limits::kMaxNestingDepth) return true;
   ++p;
+  std::uint64_t bytes_hash = 0;
+  std::size_t bytes_length = 0;  // 0: the list is not remembered by its bytes
+  if (share_earlier_list(p, limit, bytes_hash, bytes_length)) return true;
+  const std::size_t body = p;
   reference_values_.clear();
   while (p < limit && data_[p] != op::kAppends) {
     const std::size_t length = memo_ref(data_ + p, limit - p, index);
@@ -286,7 +290,31 @@ bool PickleVm::try_reference_list() {
   }
   if (p >= limit) return true;
   append_reference_list(top());
+  if (bytes_length != 0) {
+    reference_list_bytes_.insert(data_ + body, bytes_length, bytes_hash, {top().index, doc_.size(top())});
+  }
   pos_ = p + 1;
+  return true;
+}
+
+// The references from p to an APPENDS byte for byte equal to an earlier list's outside the
+// trace, with no memo slot changed since: the new list on top takes the earlier list's items
+// (Document::share_items), and the reader goes on past the APPENDS. Otherwise `hash` and
+// `length` say how to remember the list once decoded (length 0: not to be remembered).
+bool PickleVm::share_earlier_list(std::size_t p, std::size_t limit, std::uint64_t& hash, std::size_t& length) {
+  if (streaming()) return false;  // its containers are released with the batch
+  reference_list_bytes_.keep_for(memo_.slot_epoch());
+  const std::uint8_t* body = data_ + p;
+  const std::uint8_t* const end = memo_reference_run_end(body, data_ + limit);
+  if (end == body || end == data_ + limit || *end != op::kAppends) return false;
+  length = static_cast<std::size_t>(end - body);
+  hash = ReferenceListCache::hash(body, length);
+  const EarlierList* earlier = reference_list_bytes_.find(body, length, hash);
+  if (!earlier) return false;
+  const Value list = Value::container(Kind::List, earlier->index);
+  if (doc_.size(list) != earlier->size) return false;  // appended to since
+  doc_.share_items(top(), list);
+  pos_ = p + length + 1;
   return true;
 }
 

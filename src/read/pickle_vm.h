@@ -63,12 +63,16 @@ class Memo {
     if (!sparse_.empty()) [[unlikely]] adopt_sparse();
   }
   void set(std::size_t i, const Value& v) {
+    ++slot_epoch_;
     slots_[i] = restore(slots_[i], v);
     if (i < frame_ids_.size()) forget_frame(i);
   }
   // Slot i's container, released with its batch, replaced by what the sink converted it to: the
   // same frame (or stack) as an interned value, so a cached frame id stays valid.
-  void set_converted(std::size_t i, const Value& v) { slots_[i] = restore(slots_[i], v); }
+  void set_converted(std::size_t i, const Value& v) {
+    ++slot_epoch_;
+    slots_[i] = restore(slots_[i], v);
+  }
   // The sink's frame id for the frame value at dense slot i, cached until the slot changes.
   bool cached_frame(std::size_t i, std::uint32_t& id) const {
     if (i >= frame_ids_.size() || frame_ids_[i] == 0) return false;
@@ -85,11 +89,12 @@ class Memo {
   }
   void set_sparse(std::size_t i, const Value& v) {
     const auto it = sparse_.find(i);
-    if (it == sparse_.end()) sparse_.emplace(i, store(v));
-    else it->second = restore(it->second, v);
+    if (it == sparse_.end()) return void(sparse_.emplace(i, store(v)));
+    ++slot_epoch_;
+    it->second = restore(it->second, v);
   }
   void resize(std::size_t n) {
-    if (n < slots_.size()) ++generation_;
+    if (n < slots_.size()) ++generation_, ++slot_epoch_;
     for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) forget_frame(k);
     slots_.resize(n, 0);
   }
@@ -99,6 +104,9 @@ class Memo {
   // Changes whenever a slot that held a str is overwritten or dropped, so a cache of what the
   // strs at given indices mean stays valid while it is unchanged.
   std::uint64_t generation() const { return generation_; }
+  // Changes whenever any slot's value is overwritten or dropped (a slot only pushed since keeps
+  // it), so what was derived from the values of given slots stays valid while it is unchanged.
+  std::uint64_t slot_epoch() const { return slot_epoch_; }
   // Entries of the value table (the shared released entry included).
   std::size_t value_entries() const { return values_.size(); }
 
@@ -110,7 +118,7 @@ class Memo {
     }
   }
   // The slot just pushed replaces a sparse entry at the same index (a later put wins).
-  void adopt_sparse() { sparse_.erase(slots_.size() - 1); }
+  void adopt_sparse() { slot_epoch_ += sparse_.erase(slots_.size() - 1); }
   // Overwrites the value entry `old` with v, reusing it when no other slot shares it.
   std::uint32_t restore(std::uint32_t old, const Value& v) {
     const Value& was = values_[old];
@@ -166,6 +174,7 @@ class Memo {
   std::uint32_t last_short_ = 0;  // value index of the short str stored last (0: none)
   std::uint64_t generation_ = 0;
   std::uint64_t frame_epoch_ = 0;
+  std::uint64_t slot_epoch_ = 0;
 };
 
 // The frames list being decoded, as frame ids: a buffer the frames-list loop writes through a
@@ -350,6 +359,8 @@ class PickleVm {
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
   bool cached_frames_list(std::size_t& p, Value& out);
+  ReferenceListCache reference_list_bytes_;  // lists outside the trace by their bytes
+  bool share_earlier_list(std::size_t p, std::size_t limit, std::uint64_t& hash, std::size_t& length);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
   // Lists of memo references outside the trace by the hash of their items -> the first such
   // container: an equal list shares its items (Document::share_items). Blocks' frames lists

@@ -3,8 +3,9 @@
 // stack ids given in order of first occurrence whatever the stacks hash to; and lists of memo
 // references outside the trace (blocks' frames) built in one step exactly as the generic path
 // builds them (a second APPENDS batch, a reference to the list itself, a bad reference's error),
-// equal ones sharing their items until one of them is appended to; the stacks of the trace's
-// lists found from their bytes; and the memo's shared values.
+// equal ones sharing their items until one of them is appended to (found by their bytes while
+// the memo is unchanged); the stacks of the trace's lists found from their bytes; and the memo's
+// shared values.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -262,6 +263,51 @@ TEST(ReferenceLists, AppendingToASharedListCopiesItFirst) {
   EXPECT_EQ(ints_of(doc, lists[0]), (std::vector<std::int64_t>{7, 8}));
   EXPECT_EQ(ints_of(doc, lists[1]), (std::vector<std::int64_t>{7, 8, 9}));
   EXPECT_EQ(ints_of(doc, lists[2]), (std::vector<std::int64_t>{8, 7}));
+}
+
+// The lines of each block's stack, in segment order.
+std::vector<std::vector<std::int64_t>> block_stack_lines(const Snapshot& s) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (const Block& b : s.blocks) {
+    std::vector<std::int64_t>& lines = out.emplace_back();
+    if (b.stack == kNoStack) continue;
+    for (std::size_t k = 0; k < s.stack_size(b.stack); ++k) lines.push_back(s.frames[s.stack_begin(b.stack)[k]].line);
+  }
+  return out;
+}
+
+// Blocks whose frames lists are byte for byte MARK BINGET 0 BINGET 1 APPENDS take the items of
+// the first such list, unless a memo slot changed or that list was appended to since: frame k is
+// the dict of line k in memo slot k; slot 1 is overwritten with frame 2's dict after the second
+// block. Protocol 3: the one-step reference-list path takes every list.
+TEST(ReferenceLists, AByteEqualListSharesItemsOnlyWhileTheMemoAndTheFirstListAreUnchanged) {
+  PickleWriter w(3);
+  w.mark();
+  for (int k = 0; k < 3; ++k) {
+    w.dict().memoize().mark().str("filename").str("/w/f" + std::to_string(k) + ".py").str("name").str("f");
+    w.str("line").integer(k).setitems();
+  }
+  w.op('1');  // POP_MARK: memo 0-2 hold the frame dicts
+  w.dict().mark().str("segments").list().mark();
+  w.dict().mark().str("device").integer(0).str("address").integer(1 << 20).str("total_size").integer(4 * 512);
+  w.str("blocks").list().mark();
+  std::int64_t address = 1 << 20;
+  auto block = [&](const std::function<void()>& after_list) {
+    w.dict().mark().str("size").integer(512).str("state").str("active_allocated").str("address").integer(address);
+    w.str("frames").list().mark().binget(0).binget(1).appends();
+    after_list();
+    w.setitems();
+    address += 512;
+  };
+  block([] {});                          // 0, 1
+  block([] {});                          // the first's items
+  w.binget(2).binput(1).op('0');         // memo 1 := frame 2
+  block([&] { w.binget(0).append(); });  // 0, 2, then appended to: 0, 2, 0
+  block([] {});                          // 0, 2
+  w.appends().setitems().appends().setitems().stop();
+  const auto loaded = test::load_bytes(w.bytes());
+  using Lines = std::vector<std::int64_t>;
+  EXPECT_EQ(block_stack_lines(loaded.snapshot), (std::vector<Lines>{{0, 1}, {0, 1}, {0, 2, 0}, {0, 2}}));
 }
 
 // The memo holds one value entry per distinct converted value (a trace's frames lists name a few
