@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -103,7 +104,24 @@ StackId SnapshotBuilder::with_forward(StackId forward, StackId own) {
   return id;
 }
 
+namespace {
+
+// True when the entry's 2026 fields say nothing: all absent, but for a compile_context of "N/A"
+// (what PyTorch writes in every entry). Most entries; a few instructions instead of reading each.
+bool has_no_event_facts(const TraceFields& f) {
+  constexpr unsigned kContext = extra_slot(TraceField::CompileContext);
+  for (unsigned k = 0; k < kTraceExtraCount; ++k) {
+    if (f.extra[k].kind == Kind::None) continue;
+    const Value& v = f.extra[k];
+    if (k != kContext || !v.is_str() || v.aux != 3 || std::memcmp(v.s, "N/A", 3) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 StackId SnapshotBuilder::note_event_facts(std::size_t device, const TraceFields& f, const Document& doc, StackId stack) {
+  if (has_no_event_facts(f)) return stack;
   EventFacts facts;
   facts.pool = pool_of(f.extra[extra_slot(TraceField::PoolId)], doc);
   const std::string_view metadata = text_of(f.extra[extra_slot(TraceField::UserMetadata)]);

@@ -111,6 +111,24 @@ TEST(Format2026, CompiledRegionsAndLabelsAreKeptPerEvent) {
   EXPECT_TRUE(labels.snapshot.unknown_keys.empty());
 }
 
+// PyTorch writes compile_context "N/A" in every entry: such an entry, with nothing else, keeps
+// no facts; any other text (even of three characters) or another key is kept.
+TEST(Format2026, OnlyEntriesThatSaySomethingKeepFacts) {
+  const std::string entry = R"({"action": "alloc", "addr": 1, "size": 512, "stream": 0, "frames": [])";
+  const std::string json = R"({"segments": [], "device_traces": [[)" + entry + R"(, "compile_context": "N/A"}, )" + entry +
+                           R"(, "compile_context": "N/B"}, )" + entry + R"(, "compile_context": "N/A", "user_metadata": "x"}, )" +
+                           entry + R"(, "compile_context": "N/A", "pool_id": [0, 0]}]]})";
+  const auto loaded = test::load_bytes(std::vector<std::uint8_t>(json.begin(), json.end()));
+  const Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.event_facts.size(), 1u);
+  ASSERT_EQ(s.event_facts[0].size(), 2u);
+  EXPECT_EQ(s.event_facts[0][0].entry, 1u);
+  EXPECT_EQ(s.strings[s.event_facts[0][0].compile_context], "N/B");
+  EXPECT_EQ(s.event_facts[0][1].entry, 2u);
+  EXPECT_EQ(s.strings[s.event_facts[0][1].user_metadata], "x");
+  EXPECT_EQ(s.strings[s.event_facts[0][1].compile_context], "");
+}
+
 TEST(Format2026, HostOnlyHistoryIsItsOwnSection) {
   const LoadedSnapshot loaded = fixture("host_only");
   const Analysis a = analyze(loaded);
