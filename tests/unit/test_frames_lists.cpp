@@ -164,6 +164,28 @@ TEST(FramesLists, AReferenceRunEndsAtTheFirstOtherOpcodeOrWhereItsBytesRunOut) {
   EXPECT_EQ(memo_reference_run_end(begin, begin), begin);
 }
 
+// A list's bytes find what they were remembered with, and bytes that differ in any one position
+// (at every length, short lists compared word by word, long ones by memcmp) or in length do not.
+TEST(FramesLists, TheBytesCacheTellsListsApartByEveryByte) {
+  for (std::size_t length = 1; length <= 150; ++length) {
+    std::vector<std::uint8_t> body(length + 1);
+    for (std::size_t k = 0; k < body.size(); ++k) body[k] = static_cast<std::uint8_t>(k * 7 + length);
+    pickle_vm::ListBytesCache<int> cache;
+    cache.insert(body.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length), 42);
+    const int* found = cache.find(body.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length));
+    ASSERT_TRUE(found && *found == 42) << length;
+    EXPECT_EQ(cache.find(body.data(), length + 1, pickle_vm::ListBytesCache<int>::hash(body.data(), length + 1)), nullptr) << length;
+    for (std::size_t k = 0; k < length; ++k) {
+      std::vector<std::uint8_t> other = body;
+      other[k] ^= 0x10;
+      const std::uint64_t h = pickle_vm::ListBytesCache<int>::hash(other.data(), length);
+      EXPECT_EQ(cache.find(other.data(), length, h), nullptr) << length << " " << k;
+      // Found by the remembered list's hash too (a collision), the bytes still decide.
+      EXPECT_EQ(cache.find(other.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length)), nullptr) << length << " " << k;
+    }
+  }
+}
+
 // memo 0 = 7, memo 1 = 8, memo 2 = the list: 1,000 references (one to the list itself) in one
 // APPENDS, then 500 more in a second MARK ... APPENDS, as CPython batches a long list.
 TEST(ReferenceLists, ABatchedListWithASelfReferenceIsBuiltAsTheGenericPathBuildsIt) {
