@@ -547,7 +547,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     key_bytes_generation_ = generation;
   }
   std::int64_t ints[5] = {};  // by TraceField: Addr, Size, Stream, Time
-  unsigned seen = 0;          // bit per TraceField
+  bool has_time = false;
   for (std::size_t position = 0;; ++position) {
     skip_frames<kFrames>(p);
     if (p + 10 > limit) return false;  // every fixed-size opcode fits in 10 bytes
@@ -573,10 +573,10 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     }
     skip_frames<kFrames>(p);
     if (p + 10 > limit) return false;
-    seen |= 1u << static_cast<unsigned>(field);
     switch (field) {
       case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time:
         if (!read_small_int(data_ + p, p, ints[static_cast<unsigned>(field)])) return false;
+        has_time |= field == TraceField::Time;
         break;
       case TraceField::Action:
         if (!typed_value<kFrames>(p, f.action, false) || f.action.kind != Kind::Str) return false;
@@ -605,7 +605,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   f.size = static_cast<std::uint64_t>(ints[static_cast<unsigned>(TraceField::Size)]);
   f.stream = ints[static_cast<unsigned>(TraceField::Stream)];
   f.time_us = ints[static_cast<unsigned>(TraceField::Time)];
-  f.has_time = (seen >> static_cast<unsigned>(TraceField::Time)) & 1;
+  f.has_time = has_time;
   // The finished dict must not be used by what follows (it is never on the stack).
   std::size_t q = p;
   skip_frames<kFrames>(q);
