@@ -13,8 +13,6 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/hash/hash.h>
-#include <absl/types/span.h>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -24,23 +22,59 @@
 
 namespace memsnap::pickle_vm {
 
-// The end of the run of BINGET / LONG_BINGET opcodes that starts at d and lies wholly before
-// `end`: four references of one opcode are checked at once (their positions do not depend on
-// each other's bytes), the rest one by one.
-inline const std::uint8_t* memo_reference_run_end(const std::uint8_t* d, const std::uint8_t* end) {
+// A run of BINGET / LONG_BINGET opcodes: where it ends, and a hash of its bytes.
+struct ReferenceRun {
+  const std::uint8_t* end;
+  std::uint64_t hash;
+};
+
+namespace run_hash {
+inline std::uint64_t load64(const std::uint8_t* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+inline std::uint64_t load32(const std::uint8_t* p) {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+// The 128-bit product of x and y folded to 64 bits (the mixing step of wyhash and absl's hash).
+inline std::uint64_t fold(std::uint64_t x, std::uint64_t y) {
+  const unsigned __int128 m = static_cast<unsigned __int128>(x) * y;
+  return static_cast<std::uint64_t>(m) ^ static_cast<std::uint64_t>(m >> 64);
+}
+inline constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull,
+                                   k3 = 0x589965cc75374cc3ull;
+}  // namespace run_hash
+
+// The run of BINGET / LONG_BINGET opcodes that starts at d and lies wholly before `end`, hashed on
+// the way: four references of one opcode are checked at once (their positions do not depend on
+// each other's bytes) and their bytes mixed as two or three words, the rest one by one. Equal
+// bytes give equal hashes (the walk depends only on the bytes); unequal ones are told apart by
+// ListBytesCache::find.
+inline ReferenceRun memo_reference_run(const std::uint8_t* d, const std::uint8_t* end) {
+  using namespace run_hash;
+  const std::uint8_t* const begin = d;
+  std::uint64_t a = k0, b = k1;
   for (;;) {
     const std::ptrdiff_t left = end - d;
     if (left >= 20 && d[0] == op::kLongBinGet && d[5] == op::kLongBinGet && d[10] == op::kLongBinGet &&
         d[15] == op::kLongBinGet) {
+      a = fold(a ^ load64(d), load64(d + 8) ^ k2);
+      b = fold(b ^ load32(d + 16), k3);
       d += 20;
     } else if (left >= 8 && d[0] == op::kBinGet && d[2] == op::kBinGet && d[4] == op::kBinGet && d[6] == op::kBinGet) {
+      a = fold(a ^ load64(d), k2);
       d += 8;
     } else if (left >= 5 && d[0] == op::kLongBinGet) {
+      b = fold(b ^ load32(d + 1) ^ (std::uint64_t(5) << 40), k3);
       d += 5;
     } else if (left >= 2 && d[0] == op::kBinGet) {
+      b = fold(b ^ d[1] ^ (std::uint64_t(2) << 40), k3);
       d += 2;
     } else {
-      return d;
+      return {d, fold(a ^ static_cast<std::uint64_t>(d - begin), b ^ k2)};
     }
   }
 }
@@ -52,28 +86,9 @@ class ListBytesCache {
   static constexpr std::size_t kMaxBytes = std::size_t(16) << 20;
   static constexpr std::size_t kMaxLists = std::size_t(1) << 18;
 
-  // Lists of Python frames are a few dozen bytes, those with C++ frames a few hundred. Up to
-  // kShort bytes, the words in two lanes (the last overlapping the one before) with the length:
-  // absl's hash costs more than that in its setup alone; longer lists take absl's LowLevelHash,
-  // many bytes a step. Two lists with one hash are told apart by their bytes (find), so the hash
-  // only decides speed.
+  // Lists of Python frames are a few dozen bytes, those with C++ frames a few hundred: up to
+  // kShort bytes they are compared word by word inline, longer ones by memcmp.
   static constexpr std::size_t kShort = 64;
-  static std::uint64_t hash(const std::uint8_t* body, std::size_t length) {
-    if (length > kShort) return absl::HashOf(absl::MakeConstSpan(body, length));
-    std::uint64_t a = 0x9e3779b97f4a7c15ull ^ length, b = 0xc2b2ae3d27d4eb4full;
-    if (length < 8) {
-      for (std::size_t k = 0; k < length; ++k) a = (a ^ body[k]) * 0x100000001b3ull;
-      return mix(a ^ b);
-    }
-    std::size_t k = 0;
-    for (; k + 16 <= length; k += 16) {
-      a = mix(a ^ word(body + k));
-      b = mix(b ^ word(body + k + 8));
-    }
-    if (k + 8 <= length) a = mix(a ^ word(body + k));
-    b = mix(b ^ word(body + length - 8));
-    return mix(a ^ (b << 31 | b >> 33));
-  }
   // What a list whose reference bytes equal body[0, length) decoded to, or nullptr.
   const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h) const {
     const auto it = index_.find(h);
@@ -105,10 +120,6 @@ class ListBytesCache {
     std::uint64_t w;
     std::memcpy(&w, p, 8);
     return w;
-  }
-  static std::uint64_t mix(std::uint64_t x) {
-    x *= 0xd6e8feb86659fd93ull;
-    return x ^ (x >> 32);
   }
   // a[0, n) == b[0, n): short lists by 8-byte words (the last overlapping), without a call.
   static bool same_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {

@@ -193,13 +193,15 @@ bool PickleVm::frame_ids_in_frame(std::size_t& p) {
 
 // The stack of the frames list whose references start at p, from FramesListCache when an equal
 // list was decoded before with the memo's frames as they are; p then points past its APPENDS.
-bool PickleVm::cached_frames_list(std::size_t& p, Value& out) {
+// Otherwise `hash` is that of the references up to the APPENDS (to remember the list by).
+bool PickleVm::cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash) {
   frames_lists_.keep_for(memo_.frame_epoch());
   const std::uint8_t* body = data_ + p;
-  const std::uint8_t* const end = memo_reference_run_end(body, data_ + fast_limit_);
-  if (end == data_ + fast_limit_ || *end != op::kAppends) return false;
-  const std::size_t length = static_cast<std::size_t>(end - body);
-  const Value* stack = frames_lists_.find(body, length, FramesListCache::hash(body, length));
+  const ReferenceRun run = memo_reference_run(body, data_ + fast_limit_);
+  if (run.end == data_ + fast_limit_ || *run.end != op::kAppends) return false;
+  const std::size_t length = static_cast<std::size_t>(run.end - body);
+  hash = run.hash;
+  const Value* stack = frames_lists_.find(body, length, hash);
   if (!stack) return false;
   out = *stack;
   p += length + 1;
@@ -223,10 +225,11 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   fast_frame_ids_.clear();
   skip_frames<kFrames>(q);
   std::size_t body = 0, body_end = 0;  // a list's references decoded inside a frame, to remember
+  std::uint64_t body_hash = 0;
   if (q < fast_limit_ && data_[q] == op::kMark) {
     ++q;
     if constexpr (!kFrames) {
-      if (cached_frames_list(q, out)) return done(q);
+      if (cached_frames_list(q, out, body_hash)) return done(q);
       body = q;
       if (!frame_ids_in_frame(q)) return false;
       body_end = q;
@@ -249,7 +252,7 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
   if (body_end != 0) {
     const std::size_t length = body_end - body;
-    frames_lists_.insert(data_ + body, length, FramesListCache::hash(data_ + body, length), out);
+    frames_lists_.insert(data_ + body, length, body_hash, out);
   }
   return done(q);
 }
@@ -305,10 +308,10 @@ bool PickleVm::share_earlier_list(std::size_t p, std::size_t limit, std::uint64_
   if (streaming()) return false;  // its containers are released with the batch
   reference_list_bytes_.keep_for(memo_.slot_epoch());
   const std::uint8_t* body = data_ + p;
-  const std::uint8_t* const end = memo_reference_run_end(body, data_ + limit);
-  if (end == body || end == data_ + limit || *end != op::kAppends) return false;
-  length = static_cast<std::size_t>(end - body);
-  hash = ReferenceListCache::hash(body, length);
+  const ReferenceRun run = memo_reference_run(body, data_ + limit);
+  if (run.end == body || run.end == data_ + limit || *run.end != op::kAppends) return false;
+  length = static_cast<std::size_t>(run.end - body);
+  hash = run.hash;
   const EarlierList* earlier = reference_list_bytes_.find(body, length, hash);
   if (!earlier) return false;
   const Value list = Value::container(Kind::List, earlier->index);

@@ -358,7 +358,7 @@ class PickleVm {
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
-  bool cached_frames_list(std::size_t& p, Value& out);
+  bool cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash);
   ReferenceListCache reference_list_bytes_;  // lists outside the trace by their bytes
   bool share_earlier_list(std::size_t p, std::size_t limit, std::uint64_t& hash, std::size_t& length);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,7 @@ TEST(FramesLists, AnEqualListAfterItsFrameSlotWasOverwrittenNamesTheNewFrame) {
 }
 
 TEST(FramesLists, AReferenceRunEndsAtTheFirstOtherOpcodeOrWhereItsBytesRunOut) {
-  using pickle_vm::memo_reference_run_end;
+  auto memo_reference_run_end = [](const std::uint8_t* d, const std::uint8_t* end) { return pickle_vm::memo_reference_run(d, end).end; };
   PickleWriter w;
   for (int k = 0; k < 9; ++k) w.long_binget(300 + k);  // two steps of four, then one
   for (int k = 0; k < 5; ++k) w.binget(static_cast<std::uint8_t>(k));
@@ -165,25 +166,55 @@ TEST(FramesLists, AReferenceRunEndsAtTheFirstOtherOpcodeOrWhereItsBytesRunOut) {
 }
 
 // A list's bytes find what they were remembered with, and bytes that differ in any one position
-// (at every length, short lists compared word by word, long ones by memcmp) or in length do not.
+// (at every length, short lists compared word by word, long ones by memcmp) or in length do not,
+// even under the same hash.
 TEST(FramesLists, TheBytesCacheTellsListsApartByEveryByte) {
   for (std::size_t length = 1; length <= 150; ++length) {
     std::vector<std::uint8_t> body(length + 1);
     for (std::size_t k = 0; k < body.size(); ++k) body[k] = static_cast<std::uint8_t>(k * 7 + length);
     pickle_vm::ListBytesCache<int> cache;
-    cache.insert(body.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length), 42);
-    const int* found = cache.find(body.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length));
+    const std::uint64_t h = 12345;
+    cache.insert(body.data(), length, h, 42);
+    const int* found = cache.find(body.data(), length, h);
     ASSERT_TRUE(found && *found == 42) << length;
-    EXPECT_EQ(cache.find(body.data(), length + 1, pickle_vm::ListBytesCache<int>::hash(body.data(), length + 1)), nullptr) << length;
+    EXPECT_EQ(cache.find(body.data(), length + 1, h), nullptr) << length;
+    EXPECT_EQ(cache.find(body.data(), length, h + 1), nullptr) << length;
     for (std::size_t k = 0; k < length; ++k) {
       std::vector<std::uint8_t> other = body;
       other[k] ^= 0x10;
-      const std::uint64_t h = pickle_vm::ListBytesCache<int>::hash(other.data(), length);
       EXPECT_EQ(cache.find(other.data(), length, h), nullptr) << length << " " << k;
-      // Found by the remembered list's hash too (a collision), the bytes still decide.
-      EXPECT_EQ(cache.find(other.data(), length, pickle_vm::ListBytesCache<int>::hash(body.data(), length)), nullptr) << length << " " << k;
     }
   }
+}
+
+// The run's hash depends only on its bytes, and runs that differ in one reference, in length or
+// in how a reference is written (BINGET 1 or LONG_BINGET 1) hash apart.
+TEST(FramesLists, AReferenceRunIsHashedByItsBytes) {
+  using pickle_vm::memo_reference_run;
+  auto run_of = [](const std::function<void(PickleWriter&)>& refs) {
+    PickleWriter w;
+    refs(w);
+    w.appends();
+    std::vector<std::uint8_t> b(w.bytes().begin() + 2, w.bytes().end());  // past PROTO
+    const auto run = memo_reference_run(b.data(), b.data() + b.size());
+    EXPECT_EQ(static_cast<std::size_t>(run.end - b.data()), b.size() - 1);
+    return run.hash;
+  };
+  auto longs = [](int n, int changed) {
+    return [=](PickleWriter& w) {
+      for (int k = 0; k < n; ++k) w.long_binget(static_cast<std::uint32_t>(1000 + k + (k == changed ? 1 : 0)));
+    };
+  };
+  std::set<std::uint64_t> hashes;
+  for (int n = 1; n <= 12; ++n) {
+    EXPECT_EQ(run_of(longs(n, -1)), run_of(longs(n, -1)));
+    hashes.insert(run_of(longs(n, -1)));
+    for (int changed = 0; changed < n; ++changed) hashes.insert(run_of(longs(n, changed)));
+  }
+  EXPECT_EQ(hashes.size(), 12u + 78u);  // 12 lengths, and each of their 1 + ... + 12 variants
+  EXPECT_NE(run_of([](PickleWriter& w) { w.binget(1).binget(2); }), run_of([](PickleWriter& w) { w.long_binget(1).binget(2); }));
+  EXPECT_NE(run_of([](PickleWriter& w) { w.binget(1).binget(2).binget(3).binget(4); }),
+            run_of([](PickleWriter& w) { w.binget(1).binget(2).binget(3).binget(5); }));
 }
 
 // memo 0 = 7, memo 1 = 8, memo 2 = the list: 1,000 references (one to the list itself) in one
