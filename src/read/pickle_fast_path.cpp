@@ -89,9 +89,13 @@ void PickleVm::skip_frames_slow(std::size_t& p) {
   }
 }
 
+// A memo put at p of the value being built, which must name the next slot (MEMOIZE, or BINPUT /
+// LONG_BINPUT of memo_.size()): p goes past it and `memoized` says whether there was one. False
+// for a put anywhere else, which the fast paths leave to the generic one.
 template <bool kFrames>
-bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
+bool PickleVm::fast_memo_next(std::size_t& p, bool& memoized) {
   skip_frames<kFrames>(p);
+  memoized = false;
   if (p >= fast_limit_) return false;
   std::uint64_t index;
   if (data_[p] == op::kMemoize) {
@@ -102,8 +106,15 @@ bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
   } else {
     return true;  // not memoized
   }
-  if (index != memo_.size() || memo_.size() >= limits::kMaxMemoEntries) return false;
-  memo_.push_back(v);
+  memoized = true;
+  return index == memo_.size() && memo_.size() < limits::kMaxMemoEntries;
+}
+
+template <bool kFrames>
+bool PickleVm::fast_memo(std::size_t& p, const Value& v) {
+  bool memoized;
+  if (!fast_memo_next<kFrames>(p, memoized)) return false;
+  if (memoized) memo_.push_back(v);
   return true;
 }
 
@@ -212,13 +223,14 @@ bool PickleVm::cached_frames_list(std::size_t& p, Value& out, std::uint64_t& has
 // loop into frame ids (no value per reference) and interned as a stack.
 template <bool kFrames>
 bool PickleVm::fast_frames(std::size_t& p, Value& out) {
-  const std::size_t memo_at = p;
+  // The list's memo slot is pushed once its stack is known: a reference to the list from inside
+  // itself names a slot not yet written, which the fast path refuses as it refused the
+  // placeholder the slot held before.
   std::size_t q = p;
-  Value placeholder = Value::released();
-  if (!fast_memo<kFrames>(q, placeholder)) return false;
-  const bool memoized = q != memo_at;
+  bool memoized;
+  if (!fast_memo_next<kFrames>(q, memoized)) return false;
   auto done = [&](std::size_t end) {
-    if (memoized) memo_.set(memo_.size() - 1, out);
+    if (memoized) memo_.push_back(out);
     p = end;
     return true;
   };

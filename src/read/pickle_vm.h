@@ -334,6 +334,8 @@ class PickleVm {
   template <bool kFrames>
   bool fast_memo(std::size_t& p, const Value& v);
   template <bool kFrames>
+  bool fast_memo_next(std::size_t& p, bool& memoized);
+  template <bool kFrames>
   bool fast_memo_get(std::size_t& p, Value& out);
   template <bool kFrames>
   bool fast_frames(std::size_t& p, Value& out);

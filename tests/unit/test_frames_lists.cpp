@@ -165,6 +165,19 @@ TEST(FramesLists, AReferenceRunEndsAtTheFirstOtherOpcodeOrWhereItsBytesRunOut) {
   EXPECT_EQ(memo_reference_run_end(begin, begin), begin);
 }
 
+// A trace entry's frames list that names itself (its memo slot is written only once the list is
+// decoded) is refused by the fast path and reported by the generic one.
+TEST(FramesLists, AFramesListThatNamesItselfIsReported) {
+  PickleWriter w(3);
+  w.dict().binput(0).mark().str("segments").list().binput(1).str("device_traces").list().binput(2);
+  w.list().binput(3).mark().dict().binput(4).mark();
+  w.str("action").str("alloc").str("addr").integer(1).str("size").integer(512).str("stream").integer(0);
+  w.str("frames").list().binput(5).mark().binget(5).appends();
+  w.setitems().appends().append().setitems().stop();
+  EXPECT_EQ(test::load_error(w.bytes()),
+            "a stack frame is a list, expected a dict with filename, name and line; " + std::string(kRecaptureRemedy));
+}
+
 // A list's bytes find what they were remembered with, and bytes that differ in any one position
 // (at every length, short lists compared word by word, long ones by memcmp) or in length do not,
 // even under the same hash.
