@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -106,14 +105,31 @@ StackId SnapshotBuilder::with_forward(StackId forward, StackId own) {
 
 namespace {
 
-// True when the entry's 2026 fields say nothing: all absent, but for a compile_context of "N/A"
-// (what PyTorch writes in every entry). Most entries; a few instructions instead of reading each.
-bool has_no_event_facts(const TraceFields& f) {
-  constexpr unsigned kContext = extra_slot(TraceField::CompileContext);
+bool has_forward_frames(const Value& forward, const Document& doc) {
+  return (forward.kind == Kind::List || forward.kind == Kind::Tuple) && doc.size(forward) > 0;
+}
+
+// True when the entry's 2026 fields say nothing: each absent, empty, the default pool (0, 0), or
+// the compile_context "N/A" PyTorch writes in every entry. An absent field (most of them, in
+// most entries) is decided by its kind alone.
+bool has_no_event_facts(const TraceFields& f, const Document& doc) {
   for (unsigned k = 0; k < kTraceExtraCount; ++k) {
-    if (f.extra[k].kind == Kind::None) continue;
     const Value& v = f.extra[k];
-    if (k != kContext || !v.is_str() || v.aux != 3 || std::memcmp(v.s, "N/A", 3) != 0) return false;
+    if (v.kind == Kind::None) continue;
+    switch (static_cast<TraceField>(k + static_cast<unsigned>(TraceField::PoolId))) {
+      case TraceField::PoolId:
+        if (!pool_of(v, doc).is_default()) return false;
+        break;
+      case TraceField::ForwardFrames:
+        if (has_forward_frames(v, doc)) return false;
+        break;
+      case TraceField::CompileContext:
+        if (const std::string_view context = text_of(v); !context.empty() && context != "N/A") return false;
+        break;
+      default:
+        if (!text_of(v).empty()) return false;
+        break;
+    }
   }
   return true;
 }
@@ -121,7 +137,7 @@ bool has_no_event_facts(const TraceFields& f) {
 }  // namespace
 
 StackId SnapshotBuilder::note_event_facts(std::size_t device, const TraceFields& f, const Document& doc, StackId stack) {
-  if (has_no_event_facts(f)) return stack;
+  if (has_no_event_facts(f, doc)) return stack;
   EventFacts facts;
   facts.pool = pool_of(f.extra[extra_slot(TraceField::PoolId)], doc);
   const std::string_view metadata = text_of(f.extra[extra_slot(TraceField::UserMetadata)]);
@@ -129,11 +145,7 @@ StackId SnapshotBuilder::note_event_facts(std::size_t device, const TraceFields&
   const std::string_view internal = text_of(f.extra[extra_slot(TraceField::InternalMetadata)]);
   const std::string_view category = text_of(f.extra[extra_slot(TraceField::Category)]);
   const Value& forward = f.extra[extra_slot(TraceField::ForwardFrames)];
-  const bool has_forward = (forward.kind == Kind::List || forward.kind == Kind::Tuple) && doc.size(forward) > 0;
-  if (facts.pool.is_default() && metadata.empty() && (context.empty() || context == "N/A") && internal.empty() && !has_forward &&
-      category.empty()) {
-    return stack;
-  }
+  const bool has_forward = has_forward_frames(forward, doc);
   facts.entry = events_.entries(device);
   if (!metadata.empty()) facts.user_metadata = intern(metadata);
   if (!context.empty() && context != "N/A") facts.compile_context = intern(context);
