@@ -13,6 +13,7 @@
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/numeric/int128.h>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -41,8 +42,8 @@ inline std::uint64_t load32(const std::uint8_t* p) {
 }
 // The 128-bit product of x and y folded to 64 bits (the mixing step of wyhash and absl's hash).
 inline std::uint64_t fold(std::uint64_t x, std::uint64_t y) {
-  const unsigned __int128 m = static_cast<unsigned __int128>(x) * y;
-  return static_cast<std::uint64_t>(m) ^ static_cast<std::uint64_t>(m >> 64);
+  const absl::uint128 m = absl::uint128(x) * y;
+  return absl::Uint128Low64(m) ^ absl::Uint128High64(m);
 }
 inline constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull,
                                    k3 = 0x589965cc75374cc3ull;
@@ -116,18 +117,14 @@ class ListBytesCache {
   }
 
  private:
-  static std::uint64_t word(const std::uint8_t* p) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  }
   // a[0, n) == b[0, n): short lists by 8-byte words (the last overlapping), without a call.
   static bool same_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+    using run_hash::load64;
     if (n < 8 || n > kShort) return std::memcmp(a, b, n) == 0;
     for (std::size_t k = 0; k + 8 <= n; k += 8) {
-      if (word(a + k) != word(b + k)) return false;
+      if (load64(a + k) != load64(b + k)) return false;
     }
-    return word(a + n - 8) == word(b + n - 8);
+    return load64(a + n - 8) == load64(b + n - 8);
   }
   struct Entry {
     std::uint32_t offset;
