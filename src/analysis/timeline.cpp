@@ -27,10 +27,6 @@ std::int64_t end_live_bytes(const Snapshot& s, std::int64_t device) {
   return live;
 }
 
-bool is_segment_action(Action a) {
-  return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap || a == Action::SegmentUnmap;
-}
-
 // Reserved bytes a segment event adds (wrapping negative for frees and unmaps).
 std::uint64_t reserved_delta(const TraceEvent& e) {
   if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap) return e.size;
@@ -78,62 +74,23 @@ void fill_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t en
   }
 }
 
-// One forward pass pairs every free_completed with the open alloc of its address (nearest in
-// time) and builds the lifetimes; free_requested with no free_completed after it are pending.
+// The events' pairing (made while they were read, or here when it was not) into the timeline, then
+// the blocks live at the end that the window never allocated and the free_requested still pending.
 void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
-  struct Open {
-    std::size_t lifetime;
-    std::size_t requested;  // event index of a free_requested + 1, or 0
-  };
-  AddressMap<Open> open;
-  AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
+  std::unique_ptr<EventPairs> ready = s.device_traces[static_cast<std::size_t>(t.device)].pairs.take();
+  EventPairs p = ready && ready->events == events.size() ? std::move(*ready) : pair_all(events);
+  ready.reset();
+  t.actions = p.actions;
+  t.times_ascending = p.times_ascending;
+  t.matched_frees = p.matched_frees;
+  t.frees_before_window = p.frees_before_window;
+  t.bytes_freed_before_window = p.bytes_freed_before_window;
+  t.lifetimes = std::move(p.lifetimes);
+  t.free_bursts = std::move(p.free_bursts);
+  t.segment_events = std::move(p.segment_events);
+  t.oom_events = std::move(p.oom_events);
   auto& lifetimes = t.lifetimes;
-  std::vector<std::size_t> run;  // matched frees since the last alloc
-  auto close_run = [&] {
-    if (run.size() >= kMinBurstFrees) {
-      t.free_bursts.lifetimes.insert(t.free_bursts.lifetimes.end(), run.begin(), run.end());
-      t.free_bursts.ends.push_back(t.free_bursts.lifetimes.size());
-    }
-    run.clear();
-  };
-  std::int64_t last_time = std::numeric_limits<std::int64_t>::min();
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    const TraceEvent& e = events[k];
-    ++t.actions[static_cast<std::size_t>(e.action)];
-    if (!e.has_time || e.time_us < last_time) t.times_ascending = false;
-    last_time = e.time_us;
-    if (e.action == Action::Alloc) {
-      close_run();
-      auto [it, inserted] = open.try_emplace(e.addr, Open{lifetimes.size(), 0});
-      if (!inserted) {  // an inconsistent trace reuses a live address: end the old lifetime here
-        lifetimes[it->second.lifetime].free = static_cast<EventIndex>(k);
-        it->second = {lifetimes.size(), 0};
-      }
-      lifetimes.push_back({static_cast<EventIndex>(k), kStillLive, e.size, e.stack, kNoStack});
-    } else if (e.action == Action::FreeRequested) {
-      if (auto it = open.find(e.addr); it != open.end()) it->second.requested = k + 1;
-      else orphan_requests[e.addr] = k;
-    } else if (is_segment_action(e.action)) {
-      t.segment_events.push_back(k);
-    } else if (e.action == Action::Oom) {
-      t.oom_events.push_back(k);
-    } else if (e.action == Action::FreeCompleted) {
-      if (auto it = open.find(e.addr); it != open.end()) {
-        Lifetime& l = lifetimes[it->second.lifetime];
-        l.free = static_cast<EventIndex>(k);
-        l.free_stack = e.stack;
-        run.push_back(it->second.lifetime);
-        open.erase(it);
-        ++t.matched_frees;
-      } else {
-        orphan_requests.erase(e.addr);
-        lifetimes.push_back({kBeforeWindow, static_cast<EventIndex>(k), e.size, kNoStack, e.stack});
-        ++t.frees_before_window;
-        t.bytes_freed_before_window += e.size;
-      }
-    }
-  }
-  close_run();
+  const auto& open = p.open;
   // Blocks live at the end that the window never allocated, in segment order.
   s.for_each_live_block(t.device, [&](const Block& b) {
     const auto block = static_cast<std::size_t>(&b - s.blocks.data());
@@ -156,7 +113,7 @@ void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events
   for (const auto& [addr, o] : open) {
     if (o.requested) pending(o.requested - 1);
   }
-  for (const auto& [addr, request] : orphan_requests) pending(request);
+  for (const auto& [addr, request] : p.orphan_requests) pending(request);
   t.pending_streams.assign(streams.begin(), streams.end());
 }
 

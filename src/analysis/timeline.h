@@ -15,6 +15,7 @@
 #include "base/enum_names.h"
 #include "analysis/attribution.h"
 #include "analysis/live_curve.h"
+#include "model/event_pairing.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -29,35 +30,6 @@ struct StepMark {
   std::int64_t live_bytes = 0;  // live requested bytes at the mark
 };
 
-// Lifetimes pair each allocation with its free_completed inside the window:
-//
-//     event index   0 .. a ........ f .. n
-//     lifetime            [alloc a, free f]   live in the states a+1 .. f
-//
-// Allocations older than the window (alloc = kBeforeWindow) and still live at the end
-// (free = kStillLive) are open-ended.
-//
-// Event indices are 32-bit (the event store keeps at most limits::kMaxKeptEventsPerDevice events
-// a device), so a lifetime takes 24 bytes.
-using EventIndex = std::uint32_t;
-inline constexpr EventIndex kBeforeWindow = std::numeric_limits<EventIndex>::max();
-inline constexpr EventIndex kStillLive = std::numeric_limits<EventIndex>::max();
-
-struct Lifetime {
-  EventIndex alloc = kBeforeWindow;  // index of the alloc event
-  EventIndex free = kStillLive;      // index of the free_completed event
-  std::uint64_t size = 0;             // trace size (requested bytes)
-  StackId stack = kNoStack;           // allocation stack; empty when allocated before the window and freed in it
-  StackId free_stack = kNoStack;
-  // Live in the state after the first `index` events.
-  bool live_at(std::size_t index) const {
-    return (alloc == kBeforeWindow || alloc < index) && (free == kStillLive || free >= index);
-  }
-};
-
-static_assert(sizeof(Lifetime) == 24);
-using Lifetimes = BigVector<Lifetime>;
-
 // The stack a live block is attributed to: the one that allocated it (the alloc event's, or the
 // final block's for a block still live that the window never allocated). A block allocated before
 // the window and freed in it has none: its free stack says where it died, not what it is.
@@ -67,14 +39,6 @@ inline StackId allocating_stack(const Lifetime& l) { return l.stack; }
 inline Provenance provenance_of(const Lifetime& l) {
   return l.alloc == kBeforeWindow ? Provenance::BeforeWindow : Provenance::InWindow;
 }
-
-// Frees that come in a burst: at least kMinBurstFrees matched free_completed with no alloc
-// between them (the reference_cycles pattern looks at where their blocks came from).
-inline constexpr std::size_t kMinBurstFrees = 6;
-struct FreeBursts {
-  std::vector<std::size_t> lifetimes;  // lifetime indices, burst after burst, in free order
-  std::vector<std::size_t> ends;       // end of each burst in `lifetimes`
-};
 
 struct DeviceTimeline {
   std::int64_t device = 0;

@@ -136,6 +136,7 @@ void SnapshotBuilder::tag_allocations() {
       }
     }
     if (tags.empty()) continue;
+    snap_.device_traces[d].pairs.drop();  // its lifetimes hold the stacks about to be tagged
     std::unordered_map<std::uint64_t, std::pair<StackId, StackId>> retagged;  // live address -> (stack before, tagged)
     for (const auto& [i, tag] : tags) {
       const auto [found, added] = tag_index_.try_emplace(std::tuple(tag.region, tag.label, tag.note, tag.category),

@@ -94,14 +94,19 @@ void EventStore::store(const Batch& batch) {
   if (batch.device >= snap_.device_traces.size()) {
     snap_.device_traces.resize(batch.device + 1);
     ring_next_.resize(batch.device + 1, 0);
+    pairers_.resize(batch.device + 1);
   }
   DeviceTrace& trace = snap_.device_traces[batch.device];
+  std::unique_ptr<EventPairer>& pairer = pairers_[batch.device];
+  if (trace.total == 0) pairer = std::make_unique<EventPairer>();
   trace.total += batch.count;
   std::size_t k = 0;
   if (trace.events.size() < max_events_) {
     k = std::min<std::size_t>(batch.count, max_events_ - trace.events.size());
     trace.events.append(batch.events, k);
+    if (pairer) pairer->add(batch.events, k);
   }
+  if (k < batch.count) pairer.reset();  // the window moves: the analysis pairs what is kept
   std::size_t& next = ring_next_[batch.device];
   for (; k < batch.count; ++k) {
     trace.events[next] = batch.events[k];
@@ -125,6 +130,8 @@ void EventStore::finish() {
   for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {
     auto& events = snap_.device_traces[d].events;
     std::rotate(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(ring_next_[d]), events.end());
+    if (pairers_[d]) snap_.device_traces[d].pairs.put(std::make_unique<EventPairs>(pairers_[d]->finish()));
+    pairers_[d].reset();
   }
 }
 

@@ -1,7 +1,8 @@
 // EventStore: keeps the newest N trace events per device (a ring once full). While a snapshot is
 // read, the events are handed over in batches to a second thread when the machine has a second
 // core, so that writing hundreds of MB of events (and the page faults that come with it) runs
-// beside the pickle decoding instead of after it.
+// beside the pickle decoding instead of after it. The same thread pairs each device's allocations
+// with their frees as the batches come (EventPairer), until the device's first dropped event.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/event_pairing.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -56,6 +58,8 @@ class EventStore {
   std::uint64_t max_events_;
   std::vector<std::uint64_t> entries_;
   std::vector<std::size_t> ring_next_;  // per device: next slot to overwrite once full (worker side)
+  // Per device (worker side): the pairing of its events so far, null once one was dropped.
+  std::vector<std::unique_ptr<EventPairer>> pairers_;
   std::unique_ptr<Batch> current_;
   bool open_ = false;  // current_ holds a batch for current_->device
   bool finished_ = false;

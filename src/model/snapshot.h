@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -100,10 +102,33 @@ static_assert(sizeof(TraceEvent) == 32);
 
 using TraceEvents = BigVector<TraceEvent>;
 
+struct EventPairs;  // model/event_pairing.h
+
+// The alloc/free pairing of a device's events, made while the reader stored them, handed to the
+// analysis once: take() gives it to the first caller (thread-safe) and nothing afterwards; a copy
+// of the snapshot starts without it. Whoever finds nothing pairs the events itself, with the same
+// result, so taking it changes nothing a reader of the snapshot can see.
+class PairsHandOver {
+ public:
+  PairsHandOver() = default;
+  ~PairsHandOver();
+  PairsHandOver(const PairsHandOver&) {}
+  PairsHandOver& operator=(const PairsHandOver&);
+  PairsHandOver(PairsHandOver&& other) noexcept : pairs_(other.pairs_.exchange(nullptr)) {}
+  PairsHandOver& operator=(PairsHandOver&& other) noexcept;
+  void put(std::unique_ptr<EventPairs> pairs);
+  std::unique_ptr<EventPairs> take() const;
+  void drop();
+
+ private:
+  mutable std::atomic<EventPairs*> pairs_{nullptr};
+};
+
 struct DeviceTrace {
   TraceEvents events;  // chronological, at most max_trace_events
   std::uint64_t total = 0;         // entries in the file for this device
   std::uint64_t dropped = 0;       // oldest entries not kept (--max-trace-events)
+  PairsHandOver pairs;             // when none was dropped and the events are as stored
 };
 
 // What a 2026 trace entry says beyond the fields of TraceEvent, kept only for the entries that

@@ -1,0 +1,93 @@
+// EventPairer: the forward pass that pairs allocations with their frees (see the header).
+#include "model/event_pairing.h"
+
+#include <utility>
+
+namespace memsnap {
+
+bool is_segment_action(Action a) {
+  return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap || a == Action::SegmentUnmap;
+}
+
+void EventPairer::close_run() {
+  if (run_.size() >= kMinBurstFrees) {
+    p_.free_bursts.lifetimes.insert(p_.free_bursts.lifetimes.end(), run_.begin(), run_.end());
+    p_.free_bursts.ends.push_back(p_.free_bursts.lifetimes.size());
+  }
+  run_.clear();
+}
+
+// Each free_completed closes the open alloc of its address (the nearest in time).
+void EventPairer::add(const TraceEvent* events, std::size_t count) {
+  auto& lifetimes = p_.lifetimes;
+  for (std::size_t i = 0; i < count; ++i) {
+    const TraceEvent& e = events[i];
+    const std::size_t k = p_.events + i;
+    ++p_.actions[static_cast<std::size_t>(e.action)];
+    if (!e.has_time || e.time_us < last_time_) p_.times_ascending = false;
+    last_time_ = e.time_us;
+    if (e.action == Action::Alloc) {
+      close_run();
+      auto [it, inserted] = p_.open.try_emplace(e.addr, EventPairs::Open{lifetimes.size(), 0});
+      if (!inserted) {  // an inconsistent trace reuses a live address: end the old lifetime here
+        lifetimes[it->second.lifetime].free = static_cast<EventIndex>(k);
+        it->second = {lifetimes.size(), 0};
+      }
+      lifetimes.push_back({static_cast<EventIndex>(k), kStillLive, e.size, e.stack, kNoStack});
+    } else if (e.action == Action::FreeRequested) {
+      if (auto it = p_.open.find(e.addr); it != p_.open.end()) it->second.requested = k + 1;
+      else p_.orphan_requests[e.addr] = k;
+    } else if (is_segment_action(e.action)) {
+      p_.segment_events.push_back(k);
+    } else if (e.action == Action::Oom) {
+      p_.oom_events.push_back(k);
+    } else if (e.action == Action::FreeCompleted) {
+      if (auto it = p_.open.find(e.addr); it != p_.open.end()) {
+        Lifetime& l = lifetimes[it->second.lifetime];
+        l.free = static_cast<EventIndex>(k);
+        l.free_stack = e.stack;
+        run_.push_back(it->second.lifetime);
+        p_.open.erase(it);
+        ++p_.matched_frees;
+      } else {
+        p_.orphan_requests.erase(e.addr);
+        lifetimes.push_back({kBeforeWindow, static_cast<EventIndex>(k), e.size, kNoStack, e.stack});
+        ++p_.frees_before_window;
+        p_.bytes_freed_before_window += e.size;
+      }
+    }
+  }
+  p_.events += count;
+}
+
+EventPairs EventPairer::finish() {
+  close_run();
+  last_time_ = std::numeric_limits<std::int64_t>::min();
+  return std::exchange(p_, EventPairs{});
+}
+
+PairsHandOver::~PairsHandOver() { drop(); }
+
+PairsHandOver& PairsHandOver::operator=(const PairsHandOver& other) {
+  if (this != &other) drop();
+  return *this;
+}
+
+PairsHandOver& PairsHandOver::operator=(PairsHandOver&& other) noexcept {
+  if (this != &other) put(other.take());
+  return *this;
+}
+
+std::unique_ptr<EventPairs> PairsHandOver::take() const { return std::unique_ptr<EventPairs>(pairs_.exchange(nullptr)); }
+
+void PairsHandOver::drop() { delete pairs_.exchange(nullptr); }
+
+void PairsHandOver::put(std::unique_ptr<EventPairs> pairs) { delete pairs_.exchange(pairs.release()); }
+
+EventPairs pair_all(const TraceEvents& events) {
+  EventPairer pairer;
+  pairer.add(events.data(), events.size());
+  return pairer.finish();
+}
+
+}  // namespace memsnap
