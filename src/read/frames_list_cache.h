@@ -5,7 +5,8 @@
 // naming the same memoized frame dicts). Two lists whose reference bytes are equal name the same
 // memo slots, so while none of those slots changes they decode to the same thing: the reader
 // finds what a list seen before decoded to from its bytes (a walk over the opcodes, a hash, one
-// comparison) instead of resolving each reference. It keeps two such caches: the trace's lists'
+// comparison; for a short list, its first eight bytes and one comparison) instead of resolving
+// each reference. It keeps two such caches: the trace's lists'
 // stacks (FramesListCache, emptied whenever a memo slot holding a frame is overwritten or dropped,
 // Memo::frame_epoch) and, outside the trace, the earlier list with the same items (the blocks'
 // frames lists; emptied whenever any memo slot changes, Memo::slot_epoch), so the result is
@@ -14,6 +15,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/numeric/int128.h>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -90,22 +92,41 @@ class ListBytesCache {
   // Lists of Python frames are a few dozen bytes, those with C++ frames a few hundred: up to
   // kShort bytes they are compared word by word inline, longer ones by memcmp.
   static constexpr std::size_t kShort = 64;
-  // What a list whose reference bytes equal body[0, length) decoded to, or nullptr.
-  const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h) const {
+  // What a list whose reference bytes equal body[0, length) decoded to, or nullptr. With `limit`
+  // (the end of what is readable from body), a hit also becomes the list find_short tries first
+  // for lists that begin with body's first eight bytes.
+  const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h, const std::uint8_t* limit = nullptr) {
     const auto it = index_.find(h);
     if (it == index_.end()) return nullptr;
     const Entry& e = entries_[it->second];
     if (e.length != length || !same_bytes(bytes_.data() + e.offset, body, length)) return nullptr;
+    note_recent(body, limit, it->second);
     return &e.value;
   }
   // Remembers what body[0, length) decoded to; a hash taken by another list, or a full cache,
-  // keeps what is there.
-  void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const T& value) {
+  // keeps what is there. `limit` as for find.
+  void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const T& value, const std::uint8_t* limit = nullptr) {
     if (bytes_.size() + length > kMaxBytes || entries_.size() >= kMaxLists) return;
     const auto [it, inserted] = index_.try_emplace(h, static_cast<std::uint32_t>(entries_.size()));
     if (!inserted) return;
     entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), value});
     bytes_.insert(bytes_.end(), body, body + length);
+    note_recent(body, limit, it->second);
+  }
+  // A short list (at most kShort bytes) found without walking or hashing it: the short list last
+  // found or remembered with body's first eight bytes, when its bytes equal body's and an APPENDS
+  // follows them before `limit`. Equal bytes up to that APPENDS are the same run of references
+  // (the walk depends only on the bytes, and stops at the APPENDS), so this finds only what find
+  // would. nullptr otherwise; `length` is then untouched.
+  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length) const {
+    if (limit - body < 8) return nullptr;
+    const std::uint32_t slot = recent_[recent_slot(body)];
+    if (slot == 0) return nullptr;
+    const Entry& e = entries_[slot - 1];
+    if (static_cast<std::ptrdiff_t>(e.length) >= limit - body || body[e.length] != op::kAppends) return nullptr;
+    if (!same_bytes(bytes_.data() + e.offset, body, e.length)) return nullptr;
+    length = e.length;
+    return &e.value;
   }
   // Empties the cache when the memo's epoch is no longer the one its lists were read at.
   void keep_for(std::uint64_t epoch) {
@@ -113,6 +134,7 @@ class ListBytesCache {
     index_.clear();
     entries_.clear();
     bytes_.clear();
+    recent_.fill(0);
     epoch_ = epoch;
   }
 
@@ -126,11 +148,20 @@ class ListBytesCache {
     }
     return load64(a + n - 8) == load64(b + n - 8);
   }
+  static constexpr unsigned kRecentBits = 10;
+  static std::size_t recent_slot(const std::uint8_t* body) { return (run_hash::load64(body) * run_hash::k0) >> (64 - kRecentBits); }
+  // Only short lists: long ones (C++ frames) share their first bytes (the allocator's own
+  // frames) with many others, so their slot would rarely name the list that follows.
+  void note_recent(const std::uint8_t* body, const std::uint8_t* limit, std::uint32_t index) {
+    if (limit && limit - body >= 8 && entries_[index].length <= kShort) recent_[recent_slot(body)] = index + 1;
+  }
   struct Entry {
     std::uint32_t offset;
     std::uint32_t length;
     T value;
   };
+  // By a list's first eight bytes: the entry (index + 1) last found or remembered with them, 0: none.
+  std::array<std::uint32_t, std::size_t(1) << kRecentBits> recent_{};
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Entry> entries_;
   std::vector<std::uint8_t> bytes_;

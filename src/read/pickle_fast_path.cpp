@@ -208,11 +208,18 @@ bool PickleVm::frame_ids_in_frame(std::size_t& p) {
 bool PickleVm::cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash) {
   frames_lists_.keep_for(memo_.frame_epoch());
   const std::uint8_t* body = data_ + p;
-  const ReferenceRun run = memo_reference_run(body, data_ + fast_limit_);
-  if (run.end == data_ + fast_limit_ || *run.end != op::kAppends) return false;
-  const std::size_t length = static_cast<std::size_t>(run.end - body);
+  const std::uint8_t* limit = data_ + fast_limit_;
+  std::size_t length = 0;
+  if (const Value* stack = frames_lists_.find_short(body, limit, length)) {
+    out = *stack;
+    p += length + 1;
+    return true;
+  }
+  const ReferenceRun run = memo_reference_run(body, limit);
+  if (run.end == limit || *run.end != op::kAppends) return false;
+  length = static_cast<std::size_t>(run.end - body);
   hash = run.hash;
-  const Value* stack = frames_lists_.find(body, length, hash);
+  const Value* stack = frames_lists_.find(body, length, hash, limit);
   if (!stack) return false;
   out = *stack;
   p += length + 1;
@@ -264,7 +271,7 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
   if (body_end != 0) {
     const std::size_t length = body_end - body;
-    frames_lists_.insert(data_ + body, length, body_hash, out);
+    frames_lists_.insert(data_ + body, length, body_hash, out, data_ + fast_limit_);
   }
   return done(q);
 }

@@ -200,6 +200,55 @@ TEST(FramesLists, TheBytesCacheTellsListsApartByEveryByte) {
   }
 }
 
+// A short list is found from its first eight bytes (no walk, no hash) only when its bytes equal
+// the list last remembered or found with them and an APPENDS follows them inside the limit; a
+// longer list with the same start, a byte changed, an end at the limit, a long list or an
+// emptied cache find nothing.
+TEST(FramesLists, AShortListIsFoundByItsFirstBytesOnlyWhenItsBytesAndItsEndAgree) {
+  using Bytes = std::vector<std::uint8_t>;
+  const Bytes a = {op::kBinGet, 1, op::kBinGet, 2, op::kBinGet, 3, op::kBinGet, 4, op::kBinGet, 5, op::kAppends, op::kSetItems};
+  const std::size_t length = 10;
+  auto found = [](const pickle_vm::ListBytesCache<int>& cache, const Bytes& b, std::size_t limit, std::size_t& n) {
+    return cache.find_short(b.data(), b.data() + limit, n);
+  };
+  pickle_vm::ListBytesCache<int> cache;
+  cache.insert(a.data(), length, 7, 42, a.data() + a.size());
+  std::size_t n = 0;
+  const int* v = found(cache, a, a.size(), n);
+  ASSERT_TRUE(v && *v == 42);
+  EXPECT_EQ(n, length);
+  Bytes longer = a;
+  longer.insert(longer.begin() + 10, {op::kBinGet, 6});
+  EXPECT_EQ(found(cache, longer, longer.size(), n), nullptr);
+  for (std::size_t k = 8; k < length; ++k) {  // past the eight bytes the slot is chosen by
+    Bytes other = a;
+    other[k] ^= 0x10;
+    EXPECT_EQ(found(cache, other, other.size(), n), nullptr) << k;
+  }
+  EXPECT_EQ(found(cache, a, length, n), nullptr);  // the APPENDS is not readable
+  EXPECT_NE(found(cache, a, length + 1, n), nullptr);
+  // The same first eight bytes, found by hash: now the list find_short tries.
+  Bytes b = a;
+  b[9] = 9;
+  cache.insert(b.data(), length, 8, 43, b.data() + b.size());
+  v = found(cache, b, b.size(), n);
+  ASSERT_TRUE(v && *v == 43);
+  EXPECT_EQ(found(cache, a, a.size(), n), nullptr);
+  ASSERT_NE(cache.find(a.data(), length, 7, a.data() + a.size()), nullptr);
+  v = found(cache, a, a.size(), n);
+  ASSERT_TRUE(v && *v == 42);
+  // A list longer than kShort is only found by hash.
+  Bytes big;
+  for (std::uint8_t k = 0; k < 40; ++k) big.insert(big.end(), {op::kBinGet, k});
+  big.push_back(op::kAppends);
+  pickle_vm::ListBytesCache<int> other;
+  other.insert(big.data(), big.size() - 1, 9, 44, big.data() + big.size());
+  EXPECT_EQ(found(other, big, big.size(), n), nullptr);
+  EXPECT_NE(other.find(big.data(), big.size() - 1, 9), nullptr);
+  cache.keep_for(1);
+  EXPECT_EQ(found(cache, a, a.size(), n), nullptr);
+}
+
 // The run's hash depends only on its bytes, and runs that differ in one reference, in length or
 // in how a reference is written (BINGET 1 or LONG_BINGET 1) hash apart.
 TEST(FramesLists, AReferenceRunIsHashedByItsBytes) {
