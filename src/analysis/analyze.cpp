@@ -95,20 +95,18 @@ void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping g
 
 }  // namespace
 
-Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping) {
+Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping, std::vector<std::string> implausible) {
   Measures m;
-  // The phases, the steps and the plausibility checks read only the snapshot and the timelines:
-  // they run beside the sites, totals, OOMs and budgets (measured in turn, as one task), the
-  // longest first, on as many cores as there are.
-  std::vector<std::string> implausible;
-  parallel_for(4, [&](std::size_t task) {
+  // The phases and the steps read only the snapshot and the timelines: they run beside the
+  // sites, totals, OOMs and budgets (measured in turn, as one task), the longest first, on as
+  // many cores as there are.
+  parallel_for(3, [&](std::size_t task) {
     switch (task) {
       case 0: m.phases = find_all_phases(s, r.timelines); return;
       case 1:
         for (const DeviceTimeline& t : r.timelines) m.steps.push_back(find_steps(s, t));
         return;
-      case 2: measure_sites_and_memory(s, r, grouping, m); return;
-      default: implausible = implausible_values(s); return;
+      default: measure_sites_and_memory(s, r, grouping, m); return;
     }
   });
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
@@ -135,8 +133,14 @@ Analysis analyze(const LoadedSnapshot& loaded, const AnalyzeOptions& options) {
   const Snapshot& s = loaded.snapshot;
   Analysis a;
   a.options = options;
-  static_cast<Replay&>(a) = replay(s);
-  static_cast<Measures&>(a) = measure(s, a, options.group_by);
+  // The plausibility checks read only the snapshot: they take the core the replay leaves idle
+  // while one device's curve is walked.
+  std::vector<std::string> implausible;
+  parallel_for(2, [&](std::size_t task) {
+    if (task == 0) static_cast<Replay&>(a) = replay(s);
+    else implausible = implausible_values(s);
+  });
+  static_cast<Measures&>(a) = measure(s, a, options.group_by, std::move(implausible));
   PhaseTimer t("findings");
   static_cast<Diagnosed&>(a) = diagnose_patterns(s, a);
   settle_categories(a.patterns, a.sites);

@@ -84,7 +84,9 @@ struct Conclusions {
 struct Analysis : Measured, Diagnosed, Conclusions {};
 
 Replay replay(const Snapshot& snapshot);
-Measures measure(const Snapshot& snapshot, const Replay& replay, SiteGrouping grouping = SiteGrouping::Site);
+// `implausible`: what implausible_values(snapshot) found (it reads only the snapshot, so analyze
+// runs it beside the replay).
+Measures measure(const Snapshot& snapshot, const Replay& replay, SiteGrouping grouping, std::vector<std::string> implausible);
 // allocator_patterns, then the patterns of patterns.h, in report order.
 Diagnosed diagnose_patterns(const Snapshot& snapshot, const Measured& measured);
 
