@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "model/event_pairing.h"
 #include "model/snapshot.h"
 
 namespace memsnap {
@@ -28,7 +30,7 @@ inline std::int64_t subtract_live_delta(std::int64_t value, std::uint64_t delta)
 
 class LiveCurve {
  public:
-  static constexpr std::size_t kStride = 64;
+  static constexpr std::size_t kStride = kCurveStride;
 
   LiveCurve() = default;
   // Anchored at the end: the value after the last of `events` is `end_live`. Calls
@@ -44,6 +46,10 @@ class LiveCurve {
       value = subtract_live_delta(value, live_delta(events[k - 1]));
     }
   }
+
+  // From its checkpoints, already known (events.size() / kStride + 1 of them).
+  LiveCurve(std::span<const TraceEvent> events, std::vector<std::int64_t> checkpoints)
+      : events_(events), checkpoints_(std::move(checkpoints)) {}
 
   // Points: the events + 1 (the value before the first event, then after each).
   std::size_t size() const { return checkpoints_.empty() ? 0 : events_.size() + 1; }

@@ -11,6 +11,27 @@
 #include <set>
 
 namespace memsnap {
+
+// The curve and its peak from the sums measured while the events were read: the value after k
+// events is offset + sum_k, with offset = end_live - total. Where every sum and the offset fit
+// in 64 bits so do all the values, so they are the backward walk's exactly (the same peak, the
+// latest of equal maxima); otherwise false, and the walk runs.
+bool fill_curve_from_sums(DeviceTimeline& t, const TraceEvents& events, const LiveSums& sums) {
+  std::int64_t offset, peak, lowest;
+  if (!sums.exact || sums.checkpoints.size() != events.size() / LiveCurve::kStride + 1 ||
+      __builtin_sub_overflow(t.end_live, sums.total, &offset) || __builtin_add_overflow(offset, sums.max, &peak) ||
+      __builtin_add_overflow(offset, sums.min, &lowest)) {
+    return false;
+  }
+  std::vector<std::int64_t> checkpoints(sums.checkpoints.size());
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) checkpoints[i] = offset + sums.checkpoints[i];
+  t.curve = LiveCurve(events, std::move(checkpoints));
+  t.peak_index = sums.max_index;
+  t.peak_allocated = peak;
+  if (t.peak_index > 0 && events[t.peak_index - 1].has_time) t.peak_time_us = events[t.peak_index - 1].time_us;
+  return true;
+}
+
 namespace {
 
 // Requested bytes of the blocks live at the end (active or pending free) on `device`.
@@ -35,7 +56,8 @@ std::uint64_t reserved_delta(const TraceEvent& e) {
 }
 
 // Backwards from the final state: the live-bytes curve and its peak.
-void fill_curve(DeviceTimeline& t, const TraceEvents& events) {
+void fill_curve(DeviceTimeline& t, const TraceEvents& events, const LiveSums* sums) {
+  if (sums && fill_curve_from_sums(t, events, *sums)) return;
   std::size_t best = events.size();
   std::int64_t peak = t.end_live;
   t.curve = LiveCurve(events, t.end_live, [&](std::size_t k, std::int64_t value) {
@@ -76,10 +98,11 @@ void fill_reserved(DeviceTimeline& t, const TraceEvents& events, std::int64_t en
 
 // The events' pairing (made while they were read, or here when it was not) into the timeline, then
 // the blocks live at the end that the window never allocated and the free_requested still pending.
-void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events) {
-  std::unique_ptr<EventPairs> ready = s.device_traces[static_cast<std::size_t>(t.device)].pairs.take();
-  EventPairs p = ready && ready->events == events.size() ? std::move(*ready) : pair_all(events);
-  ready.reset();
+// `ready` may be read by fill_curve meanwhile: only the fields it does not read are moved.
+void pair_events(DeviceTimeline& t, const Snapshot& s, const TraceEvents& events, EventPairs* ready) {
+  EventPairs own;
+  if (!ready) own = pair_all(events);
+  EventPairs& p = ready ? *ready : own;
   t.actions = p.actions;
   t.times_ascending = p.times_ascending;
   t.matched_frees = p.matched_frees;
@@ -274,10 +297,18 @@ std::vector<DeviceTimeline> build_timelines(const Snapshot& s) {
   for (const Segment& seg : s.segments) reserved[seg.device] = add_clamped(reserved[seg.device], seg.total_size);
   std::vector<std::int64_t> end_reserved(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) end_reserved[i] = reserved[out[i].device];
+  // The pairing and the live sums made while the events were read, where they match the events.
+  std::vector<std::unique_ptr<EventPairs>> ready(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    ready[i] = s.device_traces[static_cast<std::size_t>(out[i].device)].pairs.take();
+    if (ready[i] && ready[i]->events != s.events_of(out[i].device).size()) ready[i].reset();
+  }
   parallel_for(out.size() * 2, [&](std::size_t i) {
-    if (i < out.size()) pair_events(out[i], s, s.events_of(out[i].device));
-    else fill_curve(out[i - out.size()], s.events_of(out[i - out.size()].device));
+    if (i < out.size()) return pair_events(out[i], s, s.events_of(out[i].device), ready[i].get());
+    const std::size_t d = i - out.size();
+    fill_curve(out[d], s.events_of(out[d].device), ready[d] ? &ready[d]->live : nullptr);
   });
+  ready.clear();
   const AnnotationIndex annotations = index_annotations(s);
   parallel_for(out.size(), [&](std::size_t i) {
     DeviceTimeline& t = out[i];

@@ -99,6 +99,11 @@ std::vector<std::size_t> studied_oom_events(const DeviceTimeline& t);
 
 std::vector<DeviceTimeline> build_timelines(const Snapshot& snapshot);
 
+// The live curve and its peak (curve, peak_index, peak_allocated, peak_time_us) from the sums
+// measured while the events were read, anchored at t.end_live; false, with t untouched, when a
+// value might not fit in 64 bits (build_timelines then walks the events backwards).
+bool fill_curve_from_sums(DeviceTimeline& t, const TraceEvents& events, const LiveSums& sums);
+
 // What the window can say about the run's peak: a peak inside the window; the largest live total
 // at the window's very start of a trace that began mid-run (the run's peak may have come before
 // the recording: a lower bound); or no allocation in the window at all (a legacy

@@ -1,6 +1,7 @@
 // EventPairer: the forward pass that pairs allocations with their frees (see the header).
 #include "model/event_pairing.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace memsnap {
@@ -17,12 +18,36 @@ void EventPairer::close_run() {
   run_.clear();
 }
 
+// Event k's delta into the live sums (k: its index among all the events added).
+void EventPairer::add_live(const TraceEvent& e, std::size_t k) {
+  LiveSums& l = p_.live;
+  if (k % kCurveStride == 0) l.checkpoints.push_back(l.total);
+  if (!l.exact) return;
+  if (e.action == Action::Alloc || e.action == Action::FreeCompleted) {
+    constexpr auto kMaxSize = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const bool fits = e.size <= kMaxSize;
+    const auto size = static_cast<std::int64_t>(e.size);
+    const bool overflow = e.action == Action::Alloc ? __builtin_add_overflow(l.total, size, &l.total)
+                                                    : __builtin_sub_overflow(l.total, size, &l.total);
+    if (!fits || overflow) {
+      l.exact = false;
+      return;
+    }
+  }
+  if (l.total >= l.max) {  // also after an event that changes nothing: the latest state wins
+    l.max = l.total;
+    l.max_index = k + 1;
+  }
+  l.min = std::min(l.min, l.total);
+}
+
 // Each free_completed closes the open alloc of its address (the nearest in time).
 void EventPairer::add(const TraceEvent* events, std::size_t count) {
   auto& lifetimes = p_.lifetimes;
   for (std::size_t i = 0; i < count; ++i) {
     const TraceEvent& e = events[i];
     const std::size_t k = p_.events + i;
+    add_live(e, k);
     ++p_.actions[static_cast<std::size_t>(e.action)];
     if (!e.has_time || e.time_us < last_time_) p_.times_ascending = false;
     last_time_ = e.time_us;
@@ -62,6 +87,7 @@ void EventPairer::add(const TraceEvent* events, std::size_t count) {
 
 EventPairs EventPairer::finish() {
   close_run();
+  if (p_.events % kCurveStride == 0) p_.live.checkpoints.push_back(p_.live.total);  // the point after the last event
   last_time_ = std::numeric_limits<std::int64_t>::min();
   return std::exchange(p_, EventPairs{});
 }

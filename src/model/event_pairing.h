@@ -56,6 +56,22 @@ struct FreeBursts {
 
 bool is_segment_action(Action a);
 
+// The live-bytes curve keeps one value in kCurveStride (analysis/live_curve.h).
+inline constexpr std::size_t kCurveStride = 64;
+
+// The live requested bytes measured forward, as sums of the events' deltas (alloc +size,
+// free_completed -size) from the first event: exact while every size and sum fits in 64 bits.
+// The curve is anchored at the end (the final blocks' bytes), so the analysis adds that offset
+// once it knows the final state.
+struct LiveSums {
+  bool exact = true;           // no size above INT64_MAX and no sum overflowed
+  std::int64_t total = 0;      // after every event
+  std::int64_t max = 0;        // the highest sum (0 before the first event counts)
+  std::size_t max_index = 0;   // the latest number of events after which the sum is max
+  std::int64_t min = 0;        // the lowest sum
+  std::vector<std::int64_t> checkpoints;  // the sum before event k, for k = 0, kCurveStride, ...
+};
+
 // What the pass finds over the events it was given (indices count from the first of them).
 struct EventPairs {
   struct Open {
@@ -76,6 +92,7 @@ struct EventPairs {
   std::vector<std::size_t> oom_events;      // indices of the oom events
   AddressMap<Open> open;                    // allocations not freed by the last event
   AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
+  LiveSums live;
 };
 
 class EventPairer {
@@ -87,6 +104,7 @@ class EventPairer {
 
  private:
   void close_run();
+  void add_live(const TraceEvent& e, std::size_t k);
   EventPairs p_;
   std::vector<std::size_t> run_;  // matched frees since the last alloc
   std::int64_t last_time_ = std::numeric_limits<std::int64_t>::min();
