@@ -19,7 +19,7 @@ void EventPairer::close_run() {
 }
 
 // Event k's delta into the live sums (k: its index among all the events added).
-void EventPairer::add_live(const TraceEvent& e, std::size_t k) {
+[[gnu::always_inline]] inline void EventPairer::add_live(const TraceEvent& e, std::size_t k) {
   LiveSums& l = p_.live;
   if (k % kCurveStride == 0) l.checkpoints.push_back(l.total);
   if (!l.exact) return;
