@@ -1,5 +1,6 @@
 // Timeline replay per device. The curve is anchored at the end (requested bytes of active and
-// pending blocks) and walked backwards, so memory allocated before the window is counted.
+// pending blocks), so memory allocated before the window is counted: taken from the live sums
+// the reader measured when it can, walked backwards otherwise.
 #include "analysis/timeline.h"
 #include "base/address_map.h"
 #include "base/parallel.h"

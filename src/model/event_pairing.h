@@ -1,5 +1,6 @@
 // EventPairing: one forward pass over a device's trace events that pairs every free_completed
-// with the open alloc of its address and builds the allocations' lifetimes. It runs on each
+// with the open alloc of its address and builds the allocations' lifetimes, and sums the live
+// bytes for the curve (LiveSums). It runs on each
 // batch of events as the reader stores it (EventStore, beside the pickle decoding), so the
 // analysis finds the lifetimes ready; a device whose oldest events were dropped, or whose
 // events were changed after they were stored, is paired again by the analysis.
