@@ -102,11 +102,21 @@ Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping, std:
   // many cores as there are.
   parallel_for(3, [&](std::size_t task) {
     switch (task) {
-      case 0: m.phases = find_all_phases(s, r.timelines); return;
-      case 1:
+      case 0: {
+        PhaseTimer timer("phases");
+        m.phases = find_all_phases(s, r.timelines);
+        return;
+      }
+      case 1: {
+        PhaseTimer timer("steps");
         for (const DeviceTimeline& t : r.timelines) m.steps.push_back(find_steps(s, t));
         return;
-      default: measure_sites_and_memory(s, r, grouping, m); return;
+      }
+      default: {
+        PhaseTimer timer("sites and memory");
+        measure_sites_and_memory(s, r, grouping, m);
+        return;
+      }
     }
   });
   m.invariant_violations = check_invariants(s, m.totals, m.sites);

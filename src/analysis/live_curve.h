@@ -3,8 +3,10 @@
 // curve costs 1/kStride of a full array (it was 8 bytes an event, 100 MB on a 1 GB snapshot).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -38,24 +40,31 @@ class LiveCurve {
   template <typename Visit>
   LiveCurve(std::span<const TraceEvent> events, std::int64_t end_live, Visit&& visit) : events_(events) {
     checkpoints_.resize(events.size() / kStride + 1);
+    block_max_.assign((events.size() + kStride - 1) / kStride, std::numeric_limits<std::int64_t>::min());
     std::int64_t value = end_live;
     for (std::size_t k = events.size();; --k) {
       if (k % kStride == 0) checkpoints_[k / kStride] = value;
       visit(k, value);
       if (k == 0) break;
+      std::int64_t& high = block_max_[(k - 1) / kStride];
+      high = std::max(high, value);
       value = subtract_live_delta(value, live_delta(events[k - 1]));
     }
   }
 
-  // From its checkpoints, already known (events.size() / kStride + 1 of them).
-  LiveCurve(std::span<const TraceEvent> events, std::vector<std::int64_t> checkpoints)
-      : events_(events), checkpoints_(std::move(checkpoints)) {}
+  // From its checkpoints and block maxima, already known (events.size() / kStride + 1 and
+  // ceil(events.size() / kStride) of them).
+  LiveCurve(std::span<const TraceEvent> events, std::vector<std::int64_t> checkpoints, std::vector<std::int64_t> block_max)
+      : events_(events), checkpoints_(std::move(checkpoints)), block_max_(std::move(block_max)) {}
 
   // Points: the events + 1 (the value before the first event, then after each).
   std::size_t size() const { return checkpoints_.empty() ? 0 : events_.size() + 1; }
   bool empty() const { return checkpoints_.empty(); }
   // The value after the first k events (k < size()).
   std::int64_t operator[](std::size_t k) const;
+  // The highest of the points from..to, both included (from <= to < size()): the block maxima
+  // between them and the deltas of at most 2 kStride events at the ends.
+  std::int64_t max_between(std::size_t from, std::size_t to) const;
   // Reads the points in ascending order in constant time each (a plot's walk over millions of
   // points, without an array of them); going back restarts from a checkpoint.
   class Reader {
@@ -73,6 +82,7 @@ class LiveCurve {
  private:
   std::span<const TraceEvent> events_;  // the device's kept events (owned by the snapshot)
   std::vector<std::int64_t> checkpoints_;  // the value after k events, for k = 0, kStride, 2 kStride, ...
+  std::vector<std::int64_t> block_max_;    // block b: the highest value after events b kStride .. (b + 1) kStride - 1
 };
 
 }  // namespace memsnap

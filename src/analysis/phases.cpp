@@ -84,12 +84,13 @@ Labels label_events(const Snapshot& s, const DeviceTimeline& t) {
 // allocates (gradients) and frees at least half of the forward memory since the pass began, last
 // in first out, is labelled Backward (FreeOrder).
 void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Labels& l, std::vector<bool>& inferred) {
+  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
+  if (std::find(l.phase.begin(), l.phase.end(), fwd) == l.phase.end()) return;  // no forward run, no gap in one
   const TraceEvents& events = s.events_of(t.device);
   std::vector<EventIndex> alloc_of_free(events.size(), kBeforeWindow);
   for (const Lifetime& lt : t.lifetimes) {
     if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events.size()) alloc_of_free[lt.free] = lt.alloc;
   }
-  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
   std::size_t pass_start = 0;
   std::int64_t fwd_live = 0;       // forward allocations of this pass still live
   std::int64_t live_at_mark = 0;   // fwd_live at the last forward event
@@ -191,10 +192,11 @@ std::vector<PhaseSpan> spans_of(const Labels& l, const std::vector<bool>& inferr
   return merged;
 }
 
+// The spans cover the events from the first, one after another (spans_of): each starts where
+// the live bytes stood after the one before.
 void measure_spans(const Snapshot& s, const DeviceTimeline& t, DevicePhases& d) {
   const TraceEvents& events = s.events_of(t.device);
   if (t.curve.size() == 0) return;
-  std::int64_t live = t.curve[0];
   // A pass begins at the first forward, and at a forward after a backward or an optimizer step (a
   // loss computed after zero_grad is still the same pass).
   std::size_t iteration = 0;
@@ -207,11 +209,9 @@ void measure_spans(const Snapshot& s, const DeviceTimeline& t, DevicePhases& d) 
     }
     if (sp.phase == Phase::Backward || sp.phase == Phase::OptimizerStep) pass_done = true;
     sp.iteration = iteration;
-    sp.live_start = sp.live_max = live;
-    for (std::size_t k = sp.first; k < sp.end && k < events.size(); ++k) {
-      live = add_live_delta(live, live_delta(events[k]));
-      sp.live_max = std::max(sp.live_max, live);
-    }
+    const std::size_t first = std::min(sp.first, events.size()), end = std::min(sp.end, events.size());
+    sp.live_start = t.curve[first];
+    sp.live_max = t.curve.max_between(first, std::max(first, end));
     if (sp.first < events.size() && events[sp.first].has_time) sp.start_us = events[sp.first].time_us;
     if (sp.end > 0 && sp.end - 1 < events.size() && events[sp.end - 1].has_time) sp.end_us = events[sp.end - 1].time_us;
   }

@@ -427,19 +427,12 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
 
 namespace {
 
-// The highest live bytes within each step: one walk of the events from the first boundary to the last.
-std::vector<std::int64_t> step_peaks(const DeviceTimeline& t, const TraceEvents& events, const std::vector<std::size_t>& B) {
+// The highest live bytes within each step (the boundaries ascend): the state at its first
+// boundary and after each of its events, up to the next boundary.
+std::vector<std::int64_t> step_peaks(const DeviceTimeline& t, const std::vector<std::size_t>& B) {
   std::vector<std::int64_t> peaks;
   if (B.size() < 2 || B.back() >= t.curve.size()) return peaks;
-  std::int64_t value = t.curve[B.front()];
-  for (std::size_t j = 0; j + 1 < B.size(); ++j) {
-    std::int64_t peak = value;
-    for (std::size_t k = B[j]; k < B[j + 1] && k < events.size(); ++k) {
-      value = add_live_delta(value, live_delta(events[k]));
-      peak = std::max(peak, value);
-    }
-    peaks.push_back(peak);
-  }
+  for (std::size_t j = 0; j + 1 < B.size(); ++j) peaks.push_back(t.curve.max_between(B[j], B[j + 1]));
   return peaks;
 }
 
@@ -460,7 +453,7 @@ StepTable step_table(const Snapshot& s, const DeviceTimeline& t, const Lifetimes
     else if (B[j] > 0 && B[j] - 1 < events.size() && events[B[j] - 1].has_time) time = events[B[j] - 1].time_us;
     table.time_us.push_back(time);
   }
-  table.step_peak = step_peaks(t, events, B);
+  table.step_peak = step_peaks(t, B);
   constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> series_of;  // site -> index in table.series (kNone: none yet)
   std::vector<std::vector<std::int64_t>> dbytes, dblocks;

@@ -21,7 +21,11 @@ void EventPairer::close_run() {
 // Event k's delta into the live sums (k: its index among all the events added).
 [[gnu::always_inline]] inline void EventPairer::add_live(const TraceEvent& e, std::size_t k) {
   LiveSums& l = p_.live;
-  if (k % kCurveStride == 0) l.checkpoints.push_back(l.total);
+  if (k % kCurveStride == 0) {
+    if (k > 0) l.block_max.push_back(l.block_high);
+    l.checkpoints.push_back(l.total);
+    l.block_high = std::numeric_limits<std::int64_t>::min();
+  }
   if (!l.exact) return;
   if (e.action == Action::Alloc || e.action == Action::FreeCompleted) {
     constexpr auto kMaxSize = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
@@ -39,6 +43,7 @@ void EventPairer::close_run() {
     l.max_index = k + 1;
   }
   l.min = std::min(l.min, l.total);
+  l.block_high = std::max(l.block_high, l.total);
 }
 
 // Each free_completed closes the open alloc of its address (the nearest in time).
@@ -87,7 +92,9 @@ void EventPairer::add(const TraceEvent* events, std::size_t count) {
 
 EventPairs EventPairer::finish() {
   close_run();
-  if (p_.events % kCurveStride == 0) p_.live.checkpoints.push_back(p_.live.total);  // the point after the last event
+  LiveSums& l = p_.live;
+  if (p_.events % kCurveStride == 0) l.checkpoints.push_back(l.total);  // the point after the last event
+  if (p_.events > 0) l.block_max.push_back(l.block_high);              // the last block, full or not
   last_time_ = std::numeric_limits<std::int64_t>::min();
   return std::exchange(p_, EventPairs{});
 }

@@ -71,6 +71,10 @@ struct LiveSums {
   std::size_t max_index = 0;   // the latest number of events after which the sum is max
   std::int64_t min = 0;        // the lowest sum
   std::vector<std::int64_t> checkpoints;  // the sum before event k, for k = 0, kCurveStride, ...
+  // The highest sum after each event of block b (events b * kCurveStride up to the next
+  // block's first): a range's maximum without a walk over its events.
+  std::vector<std::int64_t> block_max;
+  std::int64_t block_high = 0;  // the block being summed: its highest sum so far
 };
 
 // What the pass finds over the events it was given (indices count from the first of them).

@@ -192,6 +192,24 @@ TEST(LiveCurve, MatchesTheFullCurveAtEveryPoint) {
   EXPECT_EQ(LiveCurve().size(), 0u);
 }
 
+// The highest point of every range equals a scan of the full curve: ranges inside one block,
+// across a block's edge, over whole blocks and to the end.
+TEST(LiveCurve, TheHighestPointOfARangeIsTheScansAnswer) {
+  for (std::size_t n : {1u, 63u, 64u, 65u, 200u, 4099u}) {
+    const auto events = random_trace(n, static_cast<std::uint32_t>(n) + 7);
+    std::vector<std::int64_t> full(n + 1);
+    full[n] = 1 << 20;
+    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    const LiveCurve curve(events, full[n], [](std::size_t, std::int64_t) {});
+    auto scan = [&](std::size_t from, std::size_t to) { return *std::max_element(full.begin() + from, full.begin() + to + 1); };
+    const std::size_t step = n > 300 ? 37 : 1;
+    for (std::size_t from = 0; from <= n; from += step) {
+      for (std::size_t to = from; to <= n; to += step) ASSERT_EQ(curve.max_between(from, to), scan(from, to)) << n << " " << from << " " << to;
+      ASSERT_EQ(curve.max_between(from, n), scan(from, n)) << n << " " << from;
+    }
+  }
+}
+
 TEST(LiveCurve, WrapsInsteadOfOverflowingOnHostileSizes) {
   std::vector<TraceEvent> events(2);
   events[0].action = Action::Alloc;

@@ -123,6 +123,14 @@ void expect_same_curve(const DeviceTimeline& a, const DeviceTimeline& b) {
   ASSERT_EQ(a.curve.size(), b.curve.size());
   LiveCurve::Reader ra(a.curve), rb(b.curve);
   for (std::size_t k = 0; k < a.curve.size(); ++k) ASSERT_EQ(ra.at(k), rb.at(k)) << k;
+  // The block maxima: ranges from every 13th point over 1, 70 and 300 points, and to the end.
+  const std::size_t last = a.curve.size() - 1;
+  for (std::size_t from = 0; a.curve.size() > 0 && from <= last; from += 13) {
+    for (std::size_t length : {std::size_t{1}, std::size_t{70}, std::size_t{300}, last - from}) {
+      const std::size_t to = std::min(last, from + length);
+      ASSERT_EQ(a.curve.max_between(from, to), b.curve.max_between(from, to)) << from << " " << to;
+    }
+  }
 }
 
 // Sizes whose sums leave 64 bits (3 x 2^62 allocated) or a size above INT64_MAX: the sums say
