@@ -238,21 +238,24 @@ struct StackPositions {
   const std::uint32_t* begin(StackId s) const { return positions.data() + offsets[s]; }
 };
 
-StackPositions stack_positions(const Snapshot& s, const TraceEvents& events) {
+// From the lifetimes: one for every alloc event, in event order (the others, allocated before the
+// window, have no alloc index), so the events themselves are not read.
+StackPositions stack_positions(const Snapshot& s, const Lifetimes& lifetimes) {
   StackPositions p;
   const std::size_t stacks = s.stack_count();
   p.offsets.assign(stacks + 1, 0);
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    if (events[k].action != Action::Alloc) continue;
-    if (events[k].stack < stacks) ++p.offsets[events[k].stack + 1];
-    p.alloc_events.push_back(static_cast<std::uint32_t>(k));
+  std::vector<StackId> stack_of;  // by position in alloc_events
+  for (const Lifetime& l : lifetimes) {
+    if (l.alloc == kBeforeWindow) continue;
+    if (l.stack < stacks) ++p.offsets[l.stack + 1];
+    p.alloc_events.push_back(l.alloc);
+    stack_of.push_back(l.stack);
   }
   for (std::size_t i = 0; i < stacks; ++i) p.offsets[i + 1] += p.offsets[i];
   p.positions.resize(p.offsets[stacks]);
   std::vector<std::uint32_t> fill(p.offsets.begin(), p.offsets.end() - 1);
-  for (std::size_t i = 0; i < p.alloc_events.size(); ++i) {
-    const StackId stack = events[p.alloc_events[i]].stack;
-    if (stack < stacks) p.positions[fill[stack]++] = static_cast<std::uint32_t>(i);
+  for (std::size_t i = 0; i < stack_of.size(); ++i) {
+    if (stack_of[i] < stacks) p.positions[fill[stack_of[i]]++] = static_cast<std::uint32_t>(i);
   }
   return p;
 }
@@ -309,8 +312,8 @@ const PeriodCandidate* period_marker(std::vector<PeriodCandidate>& candidates) {
 // The period of the allocation-stack sequence: the steps it implies must cover most of the window,
 // free memory (loading loops never free) and not sit inside one pass (the layers of one forward,
 // one backward or one optimizer.step()).
-bool from_period(const Snapshot& s, const TraceEvents& events, Steps& out) {
-  const StackPositions p = stack_positions(s, events);
+bool from_period(const Snapshot& s, const TraceEvents& events, const Lifetimes& lifetimes, Steps& out) {
+  const StackPositions p = stack_positions(s, lifetimes);
   const std::size_t n = p.alloc_events.size();
   if (n < 9) return false;
   std::vector<PeriodCandidate> candidates = period_candidates(p);
@@ -417,7 +420,7 @@ Steps find_steps(const Snapshot& s, const DeviceTimeline& t) {
   if (t.device < 0 || static_cast<std::size_t>(t.device) >= s.device_traces.size()) return out;
   const auto& events = s.events_of(t.device);
   if (!from_annotations(t, events, user_defined_marks(s, t, events), out) && !from_optimizer_allocations(s, t, out) &&
-      !from_period(s, events, out)) {
+      !from_period(s, events, t.lifetimes, out)) {
     out.source = StepSource::None;
     out.boundaries.clear();
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
+#include "analysis/live_curve.h"
 #include "model/load.h"
 #include "test_support.h"
 
@@ -152,6 +153,36 @@ TEST(Phases, BackwardWithoutFramesFromTheOrderOfFrees) {
   ASSERT_NE(there, nullptr);
   EXPECT_EQ(here->saving_bytes, there->saving_bytes);
   for (PatternId id : kWorkload) EXPECT_EQ(pattern(x.analysis, id), nullptr) << id;
+}
+
+// On every fixture the spans cover the events one after another from the first, and each span's
+// live bytes at its start and its highest are what a walk of the curve over it finds (the spans
+// are measured from the curve's block maxima, which this checks).
+TEST(Phases, SpansCoverTheEventsAndCarryTheCurvesBytes) {
+  std::size_t measured = 0;
+  for (const std::string& name : test::fixture_names()) {
+    SCOPED_TRACE(name);
+    const LoadedSnapshot loaded = load_snapshot(fixture(name + ".pickle").string());
+    const Analysis a = analyze(loaded);
+    for (const DevicePhases& d : a.phases) {
+      const auto t = std::find_if(a.timelines.begin(), a.timelines.end(), [&](const DeviceTimeline& x) { return x.device == d.device; });
+      ASSERT_NE(t, a.timelines.end());
+      std::size_t next = 0;
+      LiveCurve::Reader curve(t->curve);
+      for (const PhaseSpan& sp : d.spans) {
+        ASSERT_EQ(sp.first, next);
+        ASSERT_LT(sp.first, sp.end);
+        next = sp.end;
+        std::int64_t high = curve.at(sp.first);
+        EXPECT_EQ(sp.live_start, high);
+        for (std::size_t k = sp.first + 1; k <= sp.end; ++k) high = std::max(high, curve.at(k));
+        EXPECT_EQ(sp.live_max, high) << sp.first << ".." << sp.end;
+        ++measured;
+      }
+      if (!d.spans.empty()) EXPECT_EQ(next, loaded.snapshot.events_of(d.device).size());
+    }
+  }
+  EXPECT_GT(measured, 100u);
 }
 
 }  // namespace phases_tests
