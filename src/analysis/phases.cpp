@@ -4,6 +4,7 @@
 #include "analysis/phases.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <fmt/format.h>
 #include <map>
@@ -97,6 +98,29 @@ Labels label_events(const Snapshot& s, const DeviceTimeline& t) {
   return l;
 }
 
+// Which events are allocations: one bit an event, set from the lifetimes (one for every alloc
+// event), so that a stretch's allocations are counted without reading its events.
+class AllocBits {
+ public:
+  AllocBits(const Lifetimes& lifetimes, std::size_t events) : words_((events + 63) / 64, 0) {
+    for (const Lifetime& lt : lifetimes) {
+      if (lt.alloc != kBeforeWindow && lt.alloc < events) words_[lt.alloc / 64] |= std::uint64_t{1} << (lt.alloc % 64);
+    }
+  }
+  bool test(std::size_t k) const { return (words_[k / 64] >> (k % 64)) & 1; }
+  // Allocations among events [from, to).
+  std::size_t count(std::size_t from, std::size_t to) const {
+    std::size_t n = 0;
+    while (from < to && from % 64 != 0) n += test(from++);
+    for (; from + 64 <= to; from += 64) n += static_cast<std::size_t>(std::popcount(words_[from / 64]));
+    while (from < to) n += test(from++);
+    return n;
+  }
+
+ private:
+  std::vector<std::uint64_t> words_;
+};
+
 // Backward passes without frames: inside runs of forward labels, a gap of unlabelled events that
 // allocates (gradients) and frees at least half of the forward memory since the pass began, last
 // in first out, is labelled Backward (FreeOrder).
@@ -104,33 +128,41 @@ void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Label
   const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
   if (std::find(l.phase.begin(), l.phase.end(), fwd) == l.phase.end()) return;  // no forward run, no gap in one
   const TraceEvents& events = s.events_of(t.device);
-  std::vector<EventIndex> alloc_of_free(events.size(), kBeforeWindow);
+  const AllocBits allocs(t.lifetimes, events.size());
+  // For each free_completed of a forward allocation, that allocation's event. A lifetime ends at
+  // a free_completed, or at an alloc that reused its address (skipped). Marking a gap Backward
+  // relabels only unlabelled events, so a forward allocation stays one throughout.
+  std::vector<EventIndex> forward_alloc_of_free(events.size(), kBeforeWindow);
   for (const Lifetime& lt : t.lifetimes) {
-    if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events.size()) alloc_of_free[lt.free] = lt.alloc;
+    if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events.size() && lt.alloc < events.size() &&
+        l.phase[lt.alloc] == fwd && !allocs.test(lt.free)) {
+      forward_alloc_of_free[lt.free] = lt.alloc;
+    }
   }
   std::size_t pass_start = 0;
   std::int64_t fwd_live = 0;       // forward allocations of this pass still live
   std::int64_t live_at_mark = 0;   // fwd_live at the last forward event
   std::size_t prev_mark = SIZE_MAX;  // the last forward event of the current run of forward labels
   auto freed_forward = [&](std::size_t k) {
-    const EventIndex a = alloc_of_free[k];
-    return events[k].action == Action::FreeCompleted && a != kBeforeWindow && a >= pass_start && l.phase[a] == fwd;
+    const EventIndex a = forward_alloc_of_free[k];
+    return a != kBeforeWindow && a >= pass_start;
   };
   auto gap_is_backward = [&](std::size_t from, std::size_t to) {
-    std::size_t frees = 0, allocs = 0, lifo = 0;
+    std::size_t frees = 0, lifo = 0;
+    const std::size_t allocated = allocs.count(from, to);
     std::uint64_t freed = 0;
     EventIndex last_alloc = kBeforeWindow;
     for (std::size_t k = from; k < to; ++k) {
-      if (events[k].action == Action::Alloc) ++allocs;
       if (!freed_forward(k)) continue;
-      const EventIndex a = alloc_of_free[k];
+      const EventIndex a = forward_alloc_of_free[k];
       if (frees > 0 && a < last_alloc) ++lifo;
       last_alloc = a;
       ++frees;
       freed += events[k].size;
     }
-    return frees >= kMinBackwardFrees && allocs >= kMinBackwardAllocs && allocs * 4 >= frees && double(lifo) >= kLifoShare * double(frees - 1) &&
-           live_at_mark > 0 && freed * 100 >= static_cast<std::uint64_t>(live_at_mark) * kFreedSharePercent;
+    return frees >= kMinBackwardFrees && allocated >= kMinBackwardAllocs && allocated * 4 >= frees &&
+           double(lifo) >= kLifoShare * double(frees - 1) && live_at_mark > 0 &&
+           freed * 100 >= static_cast<std::uint64_t>(live_at_mark) * kFreedSharePercent;
   };
   auto mark_backward = [&](std::size_t from, std::size_t to) {
     for (std::size_t j = from; j < to; ++j) {
@@ -139,12 +171,13 @@ void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Label
     }
   };
   for (std::size_t k = 0; k < events.size(); ++k) {
-    if (l.phase[k] != kUnlabelled && l.phase[k] != fwd) {
+    const std::uint8_t phase = l.phase[k];
+    if (phase != kUnlabelled && phase != fwd) {
       if (prev_mark != SIZE_MAX && k - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, k)) mark_backward(prev_mark + 1, k);
       prev_mark = SIZE_MAX;
       continue;
     }
-    if (l.phase[k] == fwd) {
+    if (phase == fwd) {
       if (prev_mark == SIZE_MAX) {  // a forward run after another phase (or the start) begins a pass
         pass_start = k;
         fwd_live = 0;
@@ -154,10 +187,10 @@ void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Label
         fwd_live = 0;
       }
       prev_mark = k;
+      if (allocs.test(k)) fwd_live += static_cast<std::int64_t>(events[k].size);
     }
-    if (events[k].action == Action::Alloc && l.phase[k] == fwd) fwd_live += static_cast<std::int64_t>(events[k].size);
     if (freed_forward(k)) fwd_live -= static_cast<std::int64_t>(events[k].size);
-    if (l.phase[k] == fwd) live_at_mark = fwd_live;
+    if (phase == fwd) live_at_mark = fwd_live;
   }
   // The last gap of a run: from its last forward event to the next other label or the end.
   if (prev_mark != SIZE_MAX) {
