@@ -82,7 +82,8 @@ inline ReferenceRun memo_reference_run(const std::uint8_t* d, const std::uint8_t
   }
 }
 
-template <class T>
+// kShortLookup: it also keeps, for find_short, the short list last seen with each first eight bytes.
+template <class T, bool kShortLookup = false>
 class ListBytesCache {
  public:
   // Bounds on what the cache keeps (a trace of real structure needs a few thousand lists).
@@ -92,9 +93,9 @@ class ListBytesCache {
   // Lists of Python frames are a few dozen bytes, those with C++ frames a few hundred: up to
   // kShort bytes they are compared word by word inline, longer ones by memcmp.
   static constexpr std::size_t kShort = 64;
-  // What a list whose reference bytes equal body[0, length) decoded to, or nullptr. With `limit`
-  // (the end of what is readable from body), a hit also becomes the list find_short tries first
-  // for lists that begin with body's first eight bytes.
+  // What a list whose reference bytes equal body[0, length) decoded to, or nullptr. With
+  // kShortLookup, `limit` is the end of what is readable from body, and a hit also becomes the
+  // list find_short tries first for lists that begin with body's first eight bytes.
   const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h, const std::uint8_t* limit = nullptr) {
     const auto it = index_.find(h);
     if (it == index_.end()) return nullptr;
@@ -118,7 +119,9 @@ class ListBytesCache {
   // follows them before `limit`. Equal bytes up to that APPENDS are the same run of references
   // (the walk depends only on the bytes, and stops at the APPENDS), so this finds only what find
   // would. nullptr otherwise; `length` is then untouched.
-  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length) const {
+  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length) const
+    requires kShortLookup
+  {
     if (limit - body < 8) return nullptr;
     const std::uint32_t slot = recent_[recent_slot(body)];
     if (slot == 0) return nullptr;
@@ -153,7 +156,9 @@ class ListBytesCache {
   // Only short lists: long ones (C++ frames) share their first bytes (the allocator's own
   // frames) with many others, so their slot would rarely name the list that follows.
   void note_recent(const std::uint8_t* body, const std::uint8_t* limit, std::uint32_t index) {
-    if (limit && limit - body >= 8 && entries_[index].length <= kShort) recent_[recent_slot(body)] = index + 1;
+    if constexpr (kShortLookup) {
+      if (limit && limit - body >= 8 && entries_[index].length <= kShort) recent_[recent_slot(body)] = index + 1;
+    }
   }
   struct Entry {
     std::uint32_t offset;
@@ -161,7 +166,7 @@ class ListBytesCache {
     T value;
   };
   // By a list's first eight bytes: the entry (index + 1) last found or remembered with them, 0: none.
-  std::array<std::uint32_t, std::size_t(1) << kRecentBits> recent_{};
+  std::array<std::uint32_t, kShortLookup ? std::size_t(1) << kRecentBits : 0> recent_{};
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Entry> entries_;
   std::vector<std::uint8_t> bytes_;
@@ -169,7 +174,7 @@ class ListBytesCache {
 };
 
 // The trace's frames lists: their stacks (interned values).
-using FramesListCache = ListBytesCache<Value>;
+using FramesListCache = ListBytesCache<Value, true>;
 
 // A list outside the trace: the container read first with these items, and its size then (a
 // list is only ever appended to, so an unchanged size means unchanged items).

@@ -208,10 +208,11 @@ TEST(FramesLists, AShortListIsFoundByItsFirstBytesOnlyWhenItsBytesAndItsEndAgree
   using Bytes = std::vector<std::uint8_t>;
   const Bytes a = {op::kBinGet, 1, op::kBinGet, 2, op::kBinGet, 3, op::kBinGet, 4, op::kBinGet, 5, op::kAppends, op::kSetItems};
   const std::size_t length = 10;
-  auto found = [](const pickle_vm::ListBytesCache<int>& cache, const Bytes& b, std::size_t limit, std::size_t& n) {
+  using Cache = pickle_vm::ListBytesCache<int, true>;
+  auto found = [](const Cache& cache, const Bytes& b, std::size_t limit, std::size_t& n) {
     return cache.find_short(b.data(), b.data() + limit, n);
   };
-  pickle_vm::ListBytesCache<int> cache;
+  Cache cache;
   cache.insert(a.data(), length, 7, 42, a.data() + a.size());
   std::size_t n = 0;
   const int* v = found(cache, a, a.size(), n);
@@ -241,7 +242,7 @@ TEST(FramesLists, AShortListIsFoundByItsFirstBytesOnlyWhenItsBytesAndItsEndAgree
   Bytes big;
   for (std::uint8_t k = 0; k < 40; ++k) big.insert(big.end(), {op::kBinGet, k});
   big.push_back(op::kAppends);
-  pickle_vm::ListBytesCache<int> other;
+  Cache other;
   other.insert(big.data(), big.size() - 1, 9, 44, big.data() + big.size());
   EXPECT_EQ(found(other, big, big.size(), n), nullptr);
   EXPECT_NE(other.find(big.data(), big.size() - 1, 9), nullptr);
