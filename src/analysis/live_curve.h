@@ -41,6 +41,7 @@ class LiveCurve {
   LiveCurve(std::span<const TraceEvent> events, std::int64_t end_live, Visit&& visit) : events_(events) {
     checkpoints_.resize(events.size() / kStride + 1);
     block_max_.assign((events.size() + kStride - 1) / kStride, std::numeric_limits<std::int64_t>::min());
+    block_min_.assign(block_max_.size(), std::numeric_limits<std::int64_t>::max());
     std::int64_t value = end_live;
     for (std::size_t k = events.size();; --k) {
       if (k % kStride == 0) checkpoints_[k / kStride] = value;
@@ -48,14 +49,17 @@ class LiveCurve {
       if (k == 0) break;
       std::int64_t& high = block_max_[(k - 1) / kStride];
       high = std::max(high, value);
+      std::int64_t& low = block_min_[(k - 1) / kStride];
+      low = std::min(low, value);
       value = subtract_live_delta(value, live_delta(events[k - 1]));
     }
   }
 
-  // From its checkpoints and block maxima, already known (events.size() / kStride + 1 and
+  // From its checkpoints and block extremes, already known (events.size() / kStride + 1 and
   // ceil(events.size() / kStride) of them).
-  LiveCurve(std::span<const TraceEvent> events, std::vector<std::int64_t> checkpoints, std::vector<std::int64_t> block_max)
-      : events_(events), checkpoints_(std::move(checkpoints)), block_max_(std::move(block_max)) {}
+  LiveCurve(std::span<const TraceEvent> events, std::vector<std::int64_t> checkpoints, std::vector<std::int64_t> block_max,
+            std::vector<std::int64_t> block_min)
+      : events_(events), checkpoints_(std::move(checkpoints)), block_max_(std::move(block_max)), block_min_(std::move(block_min)) {}
 
   // Points: the events + 1 (the value before the first event, then after each).
   std::size_t size() const { return checkpoints_.empty() ? 0 : events_.size() + 1; }
@@ -65,6 +69,14 @@ class LiveCurve {
   // The highest of the points from..to, both included (from <= to < size()): the block maxima
   // between them and the deltas of at most 2 kStride events at the ends.
   std::int64_t max_between(std::size_t from, std::size_t to) const;
+  // The first point of the lowest and of the highest value among points [from, to)
+  // (from < to <= size()), as a walk over them finds: the blocks' extremes, the points of at
+  // most 2 kStride events at the ends, and the one block holding each.
+  struct Extremes {
+    std::size_t lo = 0, hi = 0;
+    std::int64_t low = 0, high = 0;
+  };
+  Extremes extremes(std::size_t from, std::size_t to) const;
   // Reads the points in ascending order in constant time each (a plot's walk over millions of
   // points, without an array of them); going back restarts from a checkpoint.
   class Reader {
@@ -83,6 +95,7 @@ class LiveCurve {
   std::span<const TraceEvent> events_;  // the device's kept events (owned by the snapshot)
   std::vector<std::int64_t> checkpoints_;  // the value after k events, for k = 0, kStride, 2 kStride, ...
   std::vector<std::int64_t> block_max_;    // block b: the highest value after events b kStride .. (b + 1) kStride - 1
+  std::vector<std::int64_t> block_min_;    // and the lowest
 };
 
 }  // namespace memsnap

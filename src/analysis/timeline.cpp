@@ -20,16 +20,17 @@ namespace memsnap {
 bool fill_curve_from_sums(DeviceTimeline& t, const TraceEvents& events, const LiveSums& sums) {
   std::int64_t offset, peak, lowest;
   if (!sums.exact || sums.checkpoints.size() != events.size() / LiveCurve::kStride + 1 ||
-      sums.block_max.size() != (events.size() + LiveCurve::kStride - 1) / LiveCurve::kStride ||
+      sums.block_max.size() != (events.size() + LiveCurve::kStride - 1) / LiveCurve::kStride || sums.block_min.size() != sums.block_max.size() ||
       __builtin_sub_overflow(t.end_live, sums.total, &offset) || __builtin_add_overflow(offset, sums.max, &peak) ||
       __builtin_add_overflow(offset, sums.min, &lowest)) {
     return false;
   }
   // Every sum lies between min and max, so no point of the curve leaves 64 bits.
-  std::vector<std::int64_t> checkpoints(sums.checkpoints.size()), block_max(sums.block_max.size());
+  std::vector<std::int64_t> checkpoints(sums.checkpoints.size()), block_max(sums.block_max.size()), block_min(sums.block_min.size());
   for (std::size_t i = 0; i < checkpoints.size(); ++i) checkpoints[i] = offset + sums.checkpoints[i];
   for (std::size_t i = 0; i < block_max.size(); ++i) block_max[i] = offset + sums.block_max[i];
-  t.curve = LiveCurve(events, std::move(checkpoints), std::move(block_max));
+  for (std::size_t i = 0; i < block_min.size(); ++i) block_min[i] = offset + sums.block_min[i];
+  t.curve = LiveCurve(events, std::move(checkpoints), std::move(block_max), std::move(block_min));
   t.peak_index = sums.max_index;
   t.peak_allocated = peak;
   if (t.peak_index > 0 && events[t.peak_index - 1].has_time) t.peak_time_us = events[t.peak_index - 1].time_us;

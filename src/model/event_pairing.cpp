@@ -22,9 +22,13 @@ void EventPairer::close_run() {
 [[gnu::always_inline]] inline void EventPairer::add_live(const TraceEvent& e, std::size_t k) {
   LiveSums& l = p_.live;
   if (k % kCurveStride == 0) {
-    if (k > 0) l.block_max.push_back(l.block_high);
+    if (k > 0) {
+      l.block_max.push_back(l.block_high);
+      l.block_min.push_back(l.block_low);
+    }
     l.checkpoints.push_back(l.total);
     l.block_high = std::numeric_limits<std::int64_t>::min();
+    l.block_low = std::numeric_limits<std::int64_t>::max();
   }
   if (!l.exact) return;
   if (e.action == Action::Alloc || e.action == Action::FreeCompleted) {
@@ -44,6 +48,7 @@ void EventPairer::close_run() {
   }
   l.min = std::min(l.min, l.total);
   l.block_high = std::max(l.block_high, l.total);
+  l.block_low = std::min(l.block_low, l.total);
 }
 
 // Each free_completed closes the open alloc of its address (the nearest in time).
@@ -94,7 +99,10 @@ EventPairs EventPairer::finish() {
   close_run();
   LiveSums& l = p_.live;
   if (p_.events % kCurveStride == 0) l.checkpoints.push_back(l.total);  // the point after the last event
-  if (p_.events > 0) l.block_max.push_back(l.block_high);              // the last block, full or not
+  if (p_.events > 0) {  // the last block, full or not
+    l.block_max.push_back(l.block_high);
+    l.block_min.push_back(l.block_low);
+  }
   last_time_ = std::numeric_limits<std::int64_t>::min();
   return std::exchange(p_, EventPairs{});
 }

@@ -74,7 +74,9 @@ struct LiveSums {
   // The highest sum after each event of block b (events b * kCurveStride up to the next
   // block's first): a range's maximum without a walk over its events.
   std::vector<std::int64_t> block_max;
-  std::int64_t block_high = 0;  // the block being summed: its highest sum so far
+  std::vector<std::int64_t> block_min;  // and the lowest
+  std::int64_t block_high = 0;          // the block being summed: its highest sum so far
+  std::int64_t block_low = 0;           // and its lowest
 };
 
 // What the pass finds over the events it was given (indices count from the first of them).

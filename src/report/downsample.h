@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace memsnap {
@@ -18,9 +19,12 @@ namespace memsnap {
 // bucket the first index of every curve's minimum and maximum. The result has at most
 // `max_points` indices when max_points >= 2 + keep.size() + 2 * curves; with n <= max_points it
 // is every index. Each curve's global maximum is always kept.
-template <typename ValueAt>
-std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
-                                            std::span<const std::size_t> keep = {}) {
+// As downsample_indices, with each bucket's extremes given by extremes(c, begin, end): the first
+// index of curve c's minimum and of its maximum among points [begin, end), as a pair. A curve
+// that knows its extremes without reading every point (LiveCurve::extremes) passes them here.
+template <typename BucketExtremes>
+std::vector<std::size_t> downsample_by_buckets(std::size_t n, std::size_t curves, BucketExtremes&& extremes, std::size_t max_points,
+                                               std::span<const std::size_t> keep = {}) {
   std::vector<std::size_t> out;
   if (n == 0) return out;
   if (n <= max_points) {
@@ -42,13 +46,7 @@ std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, V
     const std::size_t end = (b + 1) * n / buckets;
     if (begin >= end) continue;
     for (std::size_t c = 0; c < curves; ++c) {
-      std::size_t lo = begin, hi = begin;
-      std::int64_t low = value(c, begin), high = low;
-      for (std::size_t i = begin + 1; i < end; ++i) {
-        const std::int64_t v = value(c, i);
-        if (v < low) lo = i, low = v;
-        if (v > high) hi = i, high = v;
-      }
+      const auto [lo, hi] = extremes(c, begin, end);
       out.push_back(lo);
       out.push_back(hi);
     }
@@ -56,6 +54,28 @@ std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, V
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// The first index of the minimum and of the maximum of value(i) over [begin, end), read in order.
+template <typename ValueAt>
+std::pair<std::size_t, std::size_t> walk_extremes(ValueAt&& value, std::size_t begin, std::size_t end) {
+  std::size_t lo = begin, hi = begin;
+  std::int64_t low = value(begin), high = low;
+  for (std::size_t i = begin + 1; i < end; ++i) {
+    const std::int64_t v = value(i);
+    if (v < low) lo = i, low = v;
+    if (v > high) hi = i, high = v;
+  }
+  return {lo, hi};
+}
+
+template <typename ValueAt>
+std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
+                                            std::span<const std::size_t> keep = {}) {
+  auto walk = [&](std::size_t c, std::size_t begin, std::size_t end) {
+    return walk_extremes([&](std::size_t i) { return value(c, i); }, begin, end);
+  };
+  return downsample_by_buckets(n, curves, walk, max_points, keep);
 }
 
 // value(i) at each of `indices`, in their order.

@@ -222,6 +222,14 @@ std::vector<std::uint32_t> top_sites(const SiteWalk& walk, const std::vector<std
 
 // Live requested bytes per site over the window, for the top sites by their largest live total
 // (plus the site that grew most), sampled at the downsampled points of the allocated curve.
+// A LiveCurve's extremes over a bucket, for downsample_by_buckets (one curve: c is 0).
+auto curve_extremes(const LiveCurve& curve) {
+  return [&curve](std::size_t, std::size_t begin, std::size_t end) {
+    const LiveCurve::Extremes e = curve.extremes(begin, end);
+    return std::pair{e.lo, e.hi};
+  };
+}
+
 ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites, const HtmlOptions& o, bool timed,
                     std::int64_t t0) {
   const std::size_t n = events.size();
@@ -237,8 +245,7 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTabl
 
   const std::size_t keep[] = {t.peak_index};
   LiveCurve::Reader allocated(t.curve);
-  const auto idx = downsample_indices(
-      t.curve.size(), 1, [&](std::size_t, std::size_t i) { return allocated.at(i); }, o.stack_points, keep);
+  const auto idx = downsample_by_buckets(t.curve.size(), 1, curve_extremes(t.curve), o.stack_points, keep);
   std::vector<std::vector<std::int64_t>> series(top.size());
   std::vector<std::int64_t> other;
   for (auto& v : series) v.reserve(idx.size());
@@ -301,9 +308,12 @@ ojson device_plot(const Snapshot& s, const Analysis& a, const DeviceTimeline& t,
       stack = stacked_sites(t, events, sites, o, timed, t0);
       return;
     }
-    idx = downsample_indices(
-        t.curve.size(), 2, [&](std::size_t c, std::size_t i) { return c == 0 ? allocated.at(i) : reserved.at(i); },
-        o.timeline_points, keep);
+    // The allocated curve's extremes from its blocks; the reserved curve's from a walk.
+    auto extremes = [&, allocated_extremes = curve_extremes(t.curve)](std::size_t c, std::size_t begin, std::size_t end) {
+      if (c == 0) return allocated_extremes(c, begin, end);
+      return walk_extremes([&](std::size_t i) { return reserved.at(i); }, begin, end);
+    };
+    idx = downsample_by_buckets(t.curve.size(), 2, extremes, o.timeline_points, keep);
   });
 
   ojson j;

@@ -210,6 +210,33 @@ TEST(LiveCurve, TheHighestPointOfARangeIsTheScansAnswer) {
   }
 }
 
+// The first lowest and first highest point of every range are the walk's (ties included: the
+// events that change nothing repeat a value), inside a block, across edges and over many blocks.
+TEST(LiveCurve, ARangesExtremesAreTheFirstPointsAWalkFinds) {
+  for (std::size_t n : {1u, 63u, 64u, 65u, 200u, 4099u}) {
+    const auto events = random_trace(n, static_cast<std::uint32_t>(n) + 11);
+    std::vector<std::int64_t> full(n + 1);
+    full[n] = 1 << 20;
+    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    const LiveCurve curve(events, full[n], [](std::size_t, std::int64_t) {});
+    const std::size_t step = n > 300 ? 29 : 1;
+    for (std::size_t from = 0; from <= n; from += step) {
+      std::vector<std::size_t> ends;
+      for (std::size_t to = from + 1; to <= n; to += step) ends.push_back(to);
+      ends.push_back(n + 1);
+      for (std::size_t to : ends) {
+        const auto lo = std::min_element(full.begin() + from, full.begin() + to);
+        const auto hi = std::max_element(full.begin() + from, full.begin() + to);  // the first of equal maxima
+        const LiveCurve::Extremes e = curve.extremes(from, to);
+        ASSERT_EQ(e.lo, static_cast<std::size_t>(lo - full.begin())) << n << " " << from << " " << to;
+        ASSERT_EQ(e.hi, static_cast<std::size_t>(hi - full.begin())) << n << " " << from << " " << to;
+        ASSERT_EQ(e.low, *lo);
+        ASSERT_EQ(e.high, *hi);
+      }
+    }
+  }
+}
+
 TEST(LiveCurve, WrapsInsteadOfOverflowingOnHostileSizes) {
   std::vector<TraceEvent> events(2);
   events[0].action = Action::Alloc;

@@ -129,6 +129,8 @@ void expect_same_curve(const DeviceTimeline& a, const DeviceTimeline& b) {
     for (std::size_t length : {std::size_t{1}, std::size_t{70}, std::size_t{300}, last - from}) {
       const std::size_t to = std::min(last, from + length);
       ASSERT_EQ(a.curve.max_between(from, to), b.curve.max_between(from, to)) << from << " " << to;
+      const LiveCurve::Extremes ea = a.curve.extremes(from, to + 1), eb = b.curve.extremes(from, to + 1);
+      ASSERT_EQ(std::tie(ea.lo, ea.hi, ea.low, ea.high), std::tie(eb.lo, eb.hi, eb.low, eb.high)) << from << " " << to;
     }
   }
 }
