@@ -572,7 +572,10 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   bool has_time = false;
   for (std::size_t position = 0;; ++position) {
     skip_frames<kFrames>(p);
-    if (p + 10 > limit) return false;  // every fixed-size opcode fits in 10 bytes
+    // Every fixed-size opcode fits in 10 bytes, and a key (a memo reference) in 5: inside a frame
+    // one check covers the key and its value. (An entry that ends this close to the frame's end
+    // is left to the key/value fast path, fast_entry.)
+    if (p + (kFrames ? 10 : 15) > limit) return false;
     const std::uint8_t* d = data_ + p;
     std::uint64_t word;
     std::memcpy(&word, d, 8);
@@ -594,7 +597,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
       known = {word & mask, mask, static_cast<std::uint32_t>(length), field};
     }
     skip_frames<kFrames>(p);
-    if (p + 10 > limit) return false;
+    if (kFrames && p + 10 > limit) return false;
     switch (field) {
       case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time:
         if (!read_small_int(data_ + p, p, ints[static_cast<unsigned>(field)])) return false;
