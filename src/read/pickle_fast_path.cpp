@@ -552,6 +552,7 @@ template <bool kFrames>
 bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
   const std::size_t limit = fast_limit_;
+  const std::uint8_t* const data = data_;  // a local: the stores into f and the memo cannot move it
   if (p < limit && data_[p] == op::kMemoize && memo_.size() < limits::kMaxMemoEntries) {
     memo_.push_released();  // the dict itself: PyTorch never refers to it again
     ++p;
@@ -576,7 +577,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     // one check covers the key and its value. (An entry that ends this close to the frame's end
     // is left to the key/value fast path, fast_entry.)
     if (p + (kFrames ? 10 : 15) > limit) return false;
-    const std::uint8_t* d = data_ + p;
+    const std::uint8_t* d = data + p;
     std::uint64_t word;
     std::memcpy(&word, d, 8);
     KeyBytes& known = key_bytes_[position % kKeySlots];
@@ -600,7 +601,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
     if (kFrames && p + 10 > limit) return false;
     switch (field) {
       case TraceField::Addr: case TraceField::Size: case TraceField::Stream: case TraceField::Time:
-        if (!read_small_int(data_ + p, p, ints[static_cast<unsigned>(field)])) return false;
+        if (!read_small_int(data + p, p, ints[static_cast<unsigned>(field)])) return false;
         has_time |= field == TraceField::Time;
         break;
       case TraceField::Action:
