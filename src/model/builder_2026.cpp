@@ -113,6 +113,11 @@ bool has_forward_frames(const Value& forward, const Document& doc) {
 // the compile_context "N/A" PyTorch writes in every entry. An absent field (most of them, in
 // most entries) is decided by its kind alone.
 bool has_no_event_facts(const TraceFields& f, const Document& doc) {
+  // The usual entry first, in a few comparisons: only compile_context, and it is "N/A".
+  constexpr unsigned kContext = extra_slot(TraceField::CompileContext);
+  bool only_context = true;
+  for (unsigned k = 0; k < kTraceExtraCount; ++k) only_context &= k == kContext || f.extra[k].kind == Kind::None;
+  if (only_context && text_of(f.extra[kContext]) == "N/A") return true;
   for (unsigned k = 0; k < kTraceExtraCount; ++k) {
     const Value& v = f.extra[k];
     if (v.kind == Kind::None) continue;
