@@ -13,15 +13,13 @@
 namespace memsnap {
 
 // Indices (ascending, unique) of the points to keep from `curves` curves sharing one x axis of `n`
-// points, read through value(c, i) (curve c at point i). Each curve's points are read once, in
-// ascending order, so a curve need not be an array (LiveCurve::Reader, ReservedCurveReader).
-// Kept: the first and last point, the `keep` indices (markers: the peak, OOMs), and in each
-// bucket the first index of every curve's minimum and maximum. The result has at most
-// `max_points` indices when max_points >= 2 + keep.size() + 2 * curves; with n <= max_points it
-// is every index. Each curve's global maximum is always kept.
-// As downsample_indices, with each bucket's extremes given by extremes(c, begin, end): the first
-// index of curve c's minimum and of its maximum among points [begin, end), as a pair. A curve
-// that knows its extremes without reading every point (LiveCurve::extremes) passes them here.
+// points. Kept: the first and last point, the `keep` indices (markers: the peak, OOMs), and in
+// each bucket the first index of every curve's minimum and maximum, as extremes(c, begin, end)
+// gives them (a pair, over points [begin, end)); the buckets are asked in ascending order, and
+// for each bucket every curve in turn. The result has at most `max_points` indices when
+// max_points >= 2 + keep.size() + 2 * curves; with n <= max_points it is every index. Each
+// curve's global maximum is always kept. A curve that knows a range's extremes without reading
+// every point (LiveCurve::extremes) is downsampled here directly.
 template <typename BucketExtremes>
 std::vector<std::size_t> downsample_by_buckets(std::size_t n, std::size_t curves, BucketExtremes&& extremes, std::size_t max_points,
                                                std::span<const std::size_t> keep = {}) {
@@ -69,6 +67,9 @@ std::pair<std::size_t, std::size_t> walk_extremes(ValueAt&& value, std::size_t b
   return {lo, hi};
 }
 
+// downsample_by_buckets over curves read through value(c, i) (curve c at point i). Each curve's
+// points are read once, in ascending order, so a curve need not be an array (LiveCurve::Reader,
+// ReservedCurveReader).
 template <typename ValueAt>
 std::vector<std::size_t> downsample_indices(std::size_t n, std::size_t curves, ValueAt&& value, std::size_t max_points,
                                             std::span<const std::size_t> keep = {}) {

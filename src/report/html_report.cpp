@@ -220,8 +220,6 @@ std::vector<std::uint32_t> top_sites(const SiteWalk& walk, const std::vector<std
   return top;
 }
 
-// Live requested bytes per site over the window, for the top sites by their largest live total
-// (plus the site that grew most), sampled at the downsampled points of the allocated curve.
 // A LiveCurve's extremes over a bucket, for downsample_by_buckets (one curve: c is 0).
 auto curve_extremes(const LiveCurve& curve) {
   return [&curve](std::size_t, std::size_t begin, std::size_t end) {
@@ -230,6 +228,8 @@ auto curve_extremes(const LiveCurve& curve) {
   };
 }
 
+// Live requested bytes per site over the window, for the top sites by their largest live total
+// (plus the site that grew most), sampled at the downsampled points of the allocated curve.
 ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites, const HtmlOptions& o, bool timed,
                     std::int64_t t0) {
   const std::size_t n = events.size();

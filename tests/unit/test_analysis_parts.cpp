@@ -171,13 +171,19 @@ std::vector<TraceEvent> random_trace(std::size_t n, std::uint32_t seed, bool fre
   return out;
 }
 
+// The live bytes at every point of `events`, walked backwards from `end_live`: what LiveCurve answers.
+std::vector<std::int64_t> full_curve(const std::vector<TraceEvent>& events, std::int64_t end_live) {
+  std::vector<std::int64_t> full(events.size() + 1);
+  full[events.size()] = end_live;
+  for (std::size_t k = events.size(); k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+  return full;
+}
+
 TEST(LiveCurve, MatchesTheFullCurveAtEveryPoint) {
   for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u, 4099u}) {
     const auto events = random_trace(n, static_cast<std::uint32_t>(n));
     const std::int64_t end_live = 123456;
-    std::vector<std::int64_t> full(n + 1);
-    full[n] = end_live;
-    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    const std::vector<std::int64_t> full = full_curve(events, end_live);
     std::vector<std::int64_t> visited(n + 1, -1);
     const LiveCurve curve(events, end_live, [&](std::size_t k, std::int64_t value) { visited[k] = value; });
     ASSERT_EQ(curve.size(), n + 1);
@@ -197,9 +203,7 @@ TEST(LiveCurve, MatchesTheFullCurveAtEveryPoint) {
 TEST(LiveCurve, TheHighestPointOfARangeIsTheScansAnswer) {
   for (std::size_t n : {1u, 63u, 64u, 65u, 200u, 4099u}) {
     const auto events = random_trace(n, static_cast<std::uint32_t>(n) + 7);
-    std::vector<std::int64_t> full(n + 1);
-    full[n] = 1 << 20;
-    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    const std::vector<std::int64_t> full = full_curve(events, 1 << 20);
     const LiveCurve curve(events, full[n], [](std::size_t, std::int64_t) {});
     auto scan = [&](std::size_t from, std::size_t to) { return *std::max_element(full.begin() + from, full.begin() + to + 1); };
     const std::size_t step = n > 300 ? 37 : 1;
@@ -215,9 +219,7 @@ TEST(LiveCurve, TheHighestPointOfARangeIsTheScansAnswer) {
 TEST(LiveCurve, ARangesExtremesAreTheFirstPointsAWalkFinds) {
   for (std::size_t n : {1u, 63u, 64u, 65u, 200u, 4099u}) {
     const auto events = random_trace(n, static_cast<std::uint32_t>(n) + 11);
-    std::vector<std::int64_t> full(n + 1);
-    full[n] = 1 << 20;
-    for (std::size_t k = n; k-- > 0;) full[k] = full[k + 1] - static_cast<std::int64_t>(live_delta(events[k]));
+    const std::vector<std::int64_t> full = full_curve(events, 1 << 20);
     const LiveCurve curve(events, full[n], [](std::size_t, std::int64_t) {});
     const std::size_t step = n > 300 ? 29 : 1;
     for (std::size_t from = 0; from <= n; from += step) {
