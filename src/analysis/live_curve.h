@@ -66,9 +66,6 @@ class LiveCurve {
   bool empty() const { return checkpoints_.empty(); }
   // The value after the first k events (k < size()).
   std::int64_t operator[](std::size_t k) const;
-  // The highest of the points from..to, both included (from <= to < size()): the block maxima
-  // between them and the deltas of at most 2 kStride events at the ends.
-  std::int64_t max_between(std::size_t from, std::size_t to) const;
   // The first point of the lowest and of the highest value among points [from, to)
   // (from < to <= size()), as a walk over them finds: the blocks' extremes, the points of at
   // most 2 kStride events at the ends, and the one block holding each.
@@ -77,6 +74,8 @@ class LiveCurve {
     std::int64_t low = 0, high = 0;
   };
   Extremes extremes(std::size_t from, std::size_t to) const;
+  // The highest of the points from..to, both included (from <= to < size()).
+  std::int64_t max_between(std::size_t from, std::size_t to) const { return extremes(from, to + 1).high; }
   // Reads the points in ascending order in constant time each (a plot's walk over millions of
   // points, without an array of them); going back restarts from a checkpoint.
   class Reader {

@@ -23,12 +23,12 @@ void EventPairer::close_run() {
   LiveSums& l = p_.live;
   if (k % kCurveStride == 0) {
     if (k > 0) {
-      l.block_max.push_back(l.block_high);
-      l.block_min.push_back(l.block_low);
+      l.block_max.push_back(block_high_);
+      l.block_min.push_back(block_low_);
     }
     l.checkpoints.push_back(l.total);
-    l.block_high = std::numeric_limits<std::int64_t>::min();
-    l.block_low = std::numeric_limits<std::int64_t>::max();
+    block_high_ = std::numeric_limits<std::int64_t>::min();
+    block_low_ = std::numeric_limits<std::int64_t>::max();
   }
   if (!l.exact) return;
   if (e.action == Action::Alloc || e.action == Action::FreeCompleted) {
@@ -47,8 +47,8 @@ void EventPairer::close_run() {
     l.max_index = k + 1;
   }
   l.min = std::min(l.min, l.total);
-  l.block_high = std::max(l.block_high, l.total);
-  l.block_low = std::min(l.block_low, l.total);
+  block_high_ = std::max(block_high_, l.total);
+  block_low_ = std::min(block_low_, l.total);
 }
 
 // Each free_completed closes the open alloc of its address (the nearest in time).
@@ -100,8 +100,8 @@ EventPairs EventPairer::finish() {
   LiveSums& l = p_.live;
   if (p_.events % kCurveStride == 0) l.checkpoints.push_back(l.total);  // the point after the last event
   if (p_.events > 0) {  // the last block, full or not
-    l.block_max.push_back(l.block_high);
-    l.block_min.push_back(l.block_low);
+    l.block_max.push_back(block_high_);
+    l.block_min.push_back(block_low_);
   }
   last_time_ = std::numeric_limits<std::int64_t>::min();
   return std::exchange(p_, EventPairs{});

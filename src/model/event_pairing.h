@@ -75,8 +75,6 @@ struct LiveSums {
   // block's first): a range's maximum without a walk over its events.
   std::vector<std::int64_t> block_max;
   std::vector<std::int64_t> block_min;  // and the lowest
-  std::int64_t block_high = 0;          // the block being summed: its highest sum so far
-  std::int64_t block_low = 0;           // and its lowest
 };
 
 // What the pass finds over the events it was given (indices count from the first of them).
@@ -113,6 +111,7 @@ class EventPairer {
   void close_run();
   void add_live(const TraceEvent& e, std::size_t k);
   EventPairs p_;
+  std::int64_t block_high_ = 0, block_low_ = 0;  // the block of live sums being summed: its extremes so far
   std::vector<std::size_t> run_;  // matched frees since the last alloc
   std::int64_t last_time_ = std::numeric_limits<std::int64_t>::min();
 };
