@@ -107,9 +107,9 @@ class ListBytesCache {
   // Remembers what body[0, length) decoded to; a hash taken by another list, or a full cache,
   // keeps what is there. `limit` as for find.
   void insert(const std::uint8_t* body, std::size_t length, std::uint64_t h, const T& value, const std::uint8_t* limit = nullptr) {
-    if (bytes_.size() + length > kMaxBytes || entries_.size() >= kMaxLists) return;
+    if (bytes_.size() + length > kMaxBytes || entries_.size() >= kMaxLists) return forget_last();
     const auto [it, inserted] = index_.try_emplace(h, static_cast<std::uint32_t>(entries_.size()));
-    if (!inserted) return;
+    if (!inserted) return forget_last();
     entries_.push_back({static_cast<std::uint32_t>(bytes_.size()), static_cast<std::uint32_t>(length), value});
     bytes_.insert(bytes_.end(), body, body + length);
     note_recent(body, limit, it->second);
@@ -119,17 +119,29 @@ class ListBytesCache {
   // follows them before `limit`. Equal bytes up to that APPENDS are the same run of references
   // (the walk depends only on the bytes, and stops at the APPENDS), so this finds only what find
   // would. nullptr otherwise; `length` is then untouched.
-  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length) const
+  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
     requires kShortLookup
   {
     if (limit - body < 8) return nullptr;
     const std::uint32_t slot = recent_[recent_slot(body)];
-    if (slot == 0) return nullptr;
-    const Entry& e = entries_[slot - 1];
-    if (static_cast<std::ptrdiff_t>(e.length) >= limit - body || body[e.length] != op::kAppends) return nullptr;
-    if (!same_bytes(bytes_.data() + e.offset, body, e.length)) return nullptr;
-    length = e.length;
-    return &e.value;
+    if (slot == 0 || !equal_list_at(entries_[slot - 1], body, limit)) return nullptr;
+    follow(slot - 1);
+    length = entries_[slot - 1].length;
+    return &entries_[slot - 1].value;
+  }
+  // The list that followed the one found or remembered last, the last time that one was found
+  // (a trace repeats its sequence of stacks each step), when its bytes equal body's and an APPENDS
+  // follows them before `limit`: found without walking or hashing, long lists included, and only
+  // what find would find (see find_short). nullptr otherwise; `length` is then untouched.
+  const T* find_next(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
+    requires kShortLookup
+  {
+    if (last_ == 0) return nullptr;
+    const std::uint32_t slot = entries_[last_ - 1].next;
+    if (slot == 0 || !equal_list_at(entries_[slot - 1], body, limit)) return nullptr;
+    last_ = slot;
+    length = entries_[slot - 1].length;
+    return &entries_[slot - 1].value;
   }
   // Empties the cache when the memo's epoch is no longer the one its lists were read at.
   void keep_for(std::uint64_t epoch) {
@@ -138,6 +150,7 @@ class ListBytesCache {
     entries_.clear();
     bytes_.clear();
     recent_.fill(0);
+    last_ = 0;
     epoch_ = epoch;
   }
 
@@ -158,18 +171,33 @@ class ListBytesCache {
   void note_recent(const std::uint8_t* body, const std::uint8_t* limit, std::uint32_t index) {
     if constexpr (kShortLookup) {
       if (limit && limit - body >= 8 && entries_[index].length <= kShort) recent_[recent_slot(body)] = index + 1;
+      follow(index);
     }
+  }
+  // The list read now is not in the cache: no entry is followed by the next one.
+  void forget_last() { last_ = 0; }
+  // Entry `index` is the list found or remembered now: the one before it is followed by it.
+  void follow(std::uint32_t index) {
+    if (last_ != 0) entries_[last_ - 1].next = index + 1;
+    last_ = index + 1;
   }
   struct Entry {
     std::uint32_t offset;
     std::uint32_t length;
     T value;
+    std::uint32_t next = 0;  // with kShortLookup: the entry (index + 1) that followed this one last
   };
+  // e's bytes equal body's and an APPENDS follows them before limit.
+  bool equal_list_at(const Entry& e, const std::uint8_t* body, const std::uint8_t* limit) const {
+    return static_cast<std::ptrdiff_t>(e.length) < limit - body && body[e.length] == op::kAppends &&
+           same_bytes(bytes_.data() + e.offset, body, e.length);
+  }
   // By a list's first eight bytes: the entry (index + 1) last found or remembered with them, 0: none.
   std::array<std::uint32_t, kShortLookup ? std::size_t(1) << kRecentBits : 0> recent_{};
   absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
   std::vector<Entry> entries_;
   std::vector<std::uint8_t> bytes_;
+  std::uint32_t last_ = 0;  // with kShortLookup: the entry (index + 1) found or remembered last, 0: none
   std::uint64_t epoch_ = 0;
 };
 

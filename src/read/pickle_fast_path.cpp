@@ -210,17 +210,16 @@ bool PickleVm::cached_frames_list(std::size_t& p, Value& out, std::uint64_t& has
   const std::uint8_t* body = data_ + p;
   const std::uint8_t* limit = data_ + fast_limit_;
   std::size_t length = 0;
-  if (const Value* stack = frames_lists_.find_short(body, limit, length)) {
-    out = *stack;
-    p += length + 1;
-    return true;
+  const Value* stack = frames_lists_.find_next(body, limit, length);
+  if (!stack) stack = frames_lists_.find_short(body, limit, length);
+  if (!stack) {
+    const ReferenceRun run = memo_reference_run(body, limit);
+    if (run.end == limit || *run.end != op::kAppends) return false;
+    length = static_cast<std::size_t>(run.end - body);
+    hash = run.hash;
+    stack = frames_lists_.find(body, length, hash, limit);
+    if (!stack) return false;
   }
-  const ReferenceRun run = memo_reference_run(body, limit);
-  if (run.end == limit || *run.end != op::kAppends) return false;
-  length = static_cast<std::size_t>(run.end - body);
-  hash = run.hash;
-  const Value* stack = frames_lists_.find(body, length, hash, limit);
-  if (!stack) return false;
   out = *stack;
   p += length + 1;
   return true;

@@ -209,7 +209,7 @@ TEST(FramesLists, AShortListIsFoundByItsFirstBytesOnlyWhenItsBytesAndItsEndAgree
   const Bytes a = {op::kBinGet, 1, op::kBinGet, 2, op::kBinGet, 3, op::kBinGet, 4, op::kBinGet, 5, op::kAppends, op::kSetItems};
   const std::size_t length = 10;
   using Cache = pickle_vm::ListBytesCache<int, true>;
-  auto found = [](const Cache& cache, const Bytes& b, std::size_t limit, std::size_t& n) {
+  auto found = [](Cache& cache, const Bytes& b, std::size_t limit, std::size_t& n) {
     return cache.find_short(b.data(), b.data() + limit, n);
   };
   Cache cache;
@@ -248,6 +248,69 @@ TEST(FramesLists, AShortListIsFoundByItsFirstBytesOnlyWhenItsBytesAndItsEndAgree
   EXPECT_NE(other.find(big.data(), big.size() - 1, 9), nullptr);
   cache.keep_for(1);
   EXPECT_EQ(found(cache, a, a.size(), n), nullptr);
+}
+
+// A trace repeats its sequence of stacks each step: the list that followed the one found last,
+// the last time, is tried first (no walk, no hash), long lists included. It is found only when
+// its bytes equal body's and an APPENDS follows them inside the limit; a list not in the cache
+// between two (a hash taken by another) breaks the chain, and so does an emptied cache.
+TEST(FramesLists, TheListThatFollowedLastTimeIsFoundFirstOnlyWhenItsBytesAndItsEndAgree) {
+  using Bytes = std::vector<std::uint8_t>;
+  auto list = [](std::uint8_t first, std::size_t references) {
+    Bytes b;
+    for (std::size_t k = 0; k < references; ++k) {
+      b.insert(b.end(), {op::kLongBinGet, static_cast<std::uint8_t>(first + k), 1, 0, 0});
+    }
+    b.insert(b.end(), {op::kAppends, op::kSetItems});
+    return b;
+  };
+  const Bytes a = list(1, 3), b = list(1, 40), c = list(9, 2);  // b: 200 bytes, a's start
+  using Cache = pickle_vm::ListBytesCache<int, true>;
+  auto next = [](Cache& cache, const Bytes& l, std::size_t limit, std::size_t& n) {
+    return cache.find_next(l.data(), l.data() + limit, n);
+  };
+  auto remember = [](Cache& cache, const Bytes& l, std::uint64_t h, int v) {
+    cache.insert(l.data(), l.size() - 2, h, v, l.data() + l.size());
+  };
+  Cache cache;
+  std::size_t n = 0;
+  remember(cache, a, 1, 10);
+  EXPECT_EQ(next(cache, b, b.size(), n), nullptr);  // a was never followed
+  remember(cache, b, 2, 20);
+  remember(cache, c, 3, 30);
+  ASSERT_NE(cache.find(a.data(), a.size() - 2, 1, a.data() + a.size()), nullptr);
+  const int* v = next(cache, b, b.size(), n);
+  ASSERT_TRUE(v && *v == 20);
+  EXPECT_EQ(n, b.size() - 2);
+  v = next(cache, c, c.size(), n);  // and after b, c
+  ASSERT_TRUE(v && *v == 30);
+  EXPECT_EQ(n, c.size() - 2);
+  // After a again: b is tried, and a list that differs from it in one byte, ends later or whose
+  // APPENDS is not readable is not b.
+  ASSERT_NE(cache.find(a.data(), a.size() - 2, 1, a.data() + a.size()), nullptr);
+  for (std::size_t k = 0; k < b.size() - 2; ++k) {
+    Bytes other = b;
+    other[k] ^= 0x10;
+    EXPECT_EQ(next(cache, other, other.size(), n), nullptr) << k;
+  }
+  Bytes longer = b;
+  longer.insert(longer.end() - 2, {op::kBinGet, 6});
+  EXPECT_EQ(next(cache, longer, longer.size(), n), nullptr);
+  EXPECT_EQ(next(cache, b, b.size() - 2, n), nullptr);
+  EXPECT_NE(next(cache, b, b.size() - 1, n), nullptr);
+  // A list the cache could not keep (its hash is b's) comes between: nothing follows it, and
+  // the link it broke is not made (b, found just before a, stays followed by a).
+  const Bytes d = list(20, 2);
+  ASSERT_NE(cache.find(a.data(), a.size() - 2, 1, a.data() + a.size()), nullptr);
+  remember(cache, d, 2, 40);
+  EXPECT_EQ(next(cache, c, c.size(), n), nullptr);
+  ASSERT_NE(cache.find(b.data(), b.size() - 2, 2, b.data() + b.size()), nullptr);
+  EXPECT_EQ(next(cache, c, c.size(), n), nullptr);
+  v = next(cache, a, a.size(), n);
+  ASSERT_TRUE(v && *v == 10);
+  cache.keep_for(1);
+  remember(cache, a, 1, 10);
+  EXPECT_EQ(next(cache, b, b.size(), n), nullptr);
 }
 
 // The run's hash depends only on its bytes, and runs that differ in one reference, in length or
