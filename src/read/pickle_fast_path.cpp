@@ -547,6 +547,34 @@ template <bool kFrames>
   return ok;
 }
 
+// typed_value for the value after a key: a memoized short str equal to the one read last after
+// this key (`known`) is one word compare and one memo slot; a new one is remembered.
+template <bool kFrames>
+[[gnu::always_inline]] inline bool PickleVm::keyed_value(std::size_t& p, KeyBytes& known, Value& v, bool allow_tuple) {
+  const std::uint8_t* d = data_ + p;  // 10 readable bytes
+  std::uint64_t word;
+  std::memcpy(&word, d, 8);
+  if ((word & known.str_mask) == known.str_bytes && memo_.size() < limits::kMaxMemoEntries) {
+    memo_.push_short_str(known.str_entry);
+    v = memo_.entry(known.str_entry);
+    p += known.str_length;
+    return true;
+  }
+  if (d[0] == op::kShortBinUnicode && d[1] <= 5 && d[2 + d[1]] == op::kMemoize && memo_.size() < limits::kMaxMemoEntries) {
+    const std::uint32_t length = 3 + d[1];
+    memo_.push_back(Value::string(reinterpret_cast<const char*>(d + 2), d[1]));
+    const std::uint64_t mask = ~std::uint64_t(0) >> (64 - 8 * length);
+    known.str_bytes = word & mask;
+    known.str_mask = mask;
+    known.str_length = length;
+    known.str_entry = memo_.last_entry();
+    v = memo_.entry(known.str_entry);  // an equal str memoized before is shared (its bytes stay where first read)
+    p += length;
+    return true;
+  }
+  return typed_value<kFrames>(p, v, allow_tuple);
+}
+
 template <bool kFrames>
 bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
@@ -604,7 +632,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
         has_time |= field == TraceField::Time;
         break;
       case TraceField::Action:
-        if (!typed_value<kFrames>(p, f.action, false) || f.action.kind != Kind::Str) return false;
+        if (!keyed_value<kFrames>(p, known, f.action, false) || f.action.kind != Kind::Str) return false;
         break;
       case TraceField::Frames:
         if (!typed_value<kFrames>(p, f.frames, false)) return false;
@@ -615,7 +643,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
         break;
       case TraceField::PoolId: case TraceField::UserMetadata: case TraceField::CompileContext:
       case TraceField::InternalMetadata: case TraceField::ForwardFrames: case TraceField::Category:
-        if (!typed_value<kFrames>(p, f.extra[extra_slot(field)], true)) return false;
+        if (!keyed_value<kFrames>(p, known, f.extra[extra_slot(field)], true)) return false;
         break;
       case TraceField::Ignored: {
         Value ignored;

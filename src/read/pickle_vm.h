@@ -62,6 +62,16 @@ class Memo {
     slots_.push_back(0);
     if (!sparse_.empty()) [[unlikely]] adopt_sparse();
   }
+  // The value entry of the slot pushed last, and an entry by its index: a short str's entry
+  // is never overwritten (see restore), so it names the same str for as long as the memo lives.
+  std::uint32_t last_entry() const { return slots_[slots_.size() - 1]; }
+  const Value& entry(std::uint32_t e) const { return values_[e]; }
+  // Pushes a slot holding the short str of entry e (what push_back of an equal str stores).
+  void push_short_str(std::uint32_t e) {
+    slots_.push_back(e);
+    last_short_ = e;
+    if (!sparse_.empty()) [[unlikely]] adopt_sparse();
+  }
   void set(std::size_t i, const Value& v) {
     ++slot_epoch_;
     slots_[i] = restore(slots_[i], v);
@@ -320,6 +330,9 @@ class PickleVm {
   bool typed_entry();
   template <bool kFrames>
   bool typed_entry_fields(std::size_t& p, TraceFields& fields);
+  struct KeyBytes;
+  template <bool kFrames>
+  bool keyed_value(std::size_t& p, KeyBytes& known, Value& v, bool allow_tuple);
   TraceField field_of_key(std::uint64_t index);
   template <bool kFrames>
   bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
@@ -376,6 +389,10 @@ class PickleVm {
     std::uint64_t bytes = 1, mask = 0;  // matches nothing until learned
     std::uint32_t length = 0;
     TraceField field = TraceField::Unknown;
+    // The memoized short str read last after this key (SHORT_BINUNICODE n, its bytes, MEMOIZE:
+    // at most 8 bytes; compile_context's "N/A" in every entry) and its memo value entry.
+    std::uint64_t str_bytes = 1, str_mask = 0;
+    std::uint32_t str_length = 0, str_entry = 0;
   };
   static constexpr std::size_t kKeySlots = 16;
   KeyBytes key_bytes_[kKeySlots];

@@ -363,6 +363,73 @@ TEST(Model, FastAndGenericTraceEntriesKeepFileOrder) {
   }
 }
 
+// The reader remembers the short str it read last after each key: PyTorch memoizes a fresh
+// compile_context "N/A" in every entry. Strs that repeat, change ("oom" after "alloc" at the
+// same key), have a FRAME opcode before their MEMOIZE, or are referenced later by their memo
+// slot must each read as the str the bytes say.
+TEST(Model, ARepeatedShortStrAfterAKeyReadsAsTheStrTheBytesSay) {
+  PickleWriter w(4);
+  std::uint32_t memo = 0;
+  auto put = [&] {
+    w.memoize();
+    return memo++;
+  };
+  w.dict(); put(); w.mark();
+  w.str("device_traces"); put();
+  w.list(); put();
+  w.list(); put(); w.mark();
+  const char* contexts[] = {"N/A", "ab", "N/B"};
+  std::uint32_t action_key = 0, addr_key = 0, size_key = 0, frames_key = 0, context_key = 0;
+  std::vector<std::uint32_t> action_slot(200), context_slot(200);
+  std::vector<std::string> actions(200), texts(200);
+  for (int i = 0; i < 200; ++i) {
+    w.dict(); put(); w.mark();
+    if (i == 0) { w.str("action"); action_key = put(); } else { w.long_binget(action_key); }
+    if (i % 10 == 9) {
+      w.long_binget(action_slot[i - 4]);
+      actions[i] = actions[i - 4];
+    } else {
+      actions[i] = i % 3 == 2 ? "oom" : "alloc";
+      w.str(actions[i]);
+      if (i % 50 == 7) w.op(0x95).le(1000, 8);  // a FRAME between the str and its MEMOIZE
+      action_slot[i] = put();
+    }
+    if (i == 0) { w.str("addr"); addr_key = put(); } else { w.long_binget(addr_key); }
+    w.integer(4096 + i);
+    if (i == 0) { w.str("size"); size_key = put(); } else { w.long_binget(size_key); }
+    w.integer(512);
+    if (i == 0) { w.str("compile_context"); context_key = put(); } else { w.long_binget(context_key); }
+    if (i % 10 == 4) {
+      w.long_binget(context_slot[i - 1]);
+      texts[i] = texts[i - 1];
+    } else {
+      texts[i] = contexts[(i / 5) % 3];
+      w.str(texts[i]);
+      context_slot[i] = put();
+    }
+    if (i == 0) { w.str("frames"); frames_key = put(); } else { w.long_binget(frames_key); }
+    w.list(); put();
+    w.setitems();
+  }
+  w.appends();
+  w.append();
+  w.setitems().stop();
+  const auto loaded = test::load_bytes(w.bytes());
+  const Snapshot& s = loaded.snapshot;
+  const auto& events = s.device_traces.at(0).events;
+  ASSERT_EQ(events.size(), 200u);
+  std::map<std::uint64_t, std::string> said;
+  for (const EventFacts& facts : s.event_facts.at(0)) said[facts.entry] = s.strings[facts.compile_context];
+  for (std::size_t i = 0; i < 200; ++i) {
+    EXPECT_EQ(events[i].action, actions[i] == "oom" ? Action::Oom : Action::Alloc) << i;
+    EXPECT_EQ(events[i].addr, 4096u + i) << i;
+    if (texts[i] == "N/A") EXPECT_FALSE(said.contains(i)) << i;
+    else EXPECT_EQ(said[i], texts[i]) << i;
+  }
+  EXPECT_EQ(said.size(), static_cast<std::size_t>(std::count_if(texts.begin(), texts.end(), [](const std::string& t) { return t != "N/A"; })));
+  EXPECT_EQ(said.size(), 130u);
+}
+
 }  // namespace model_tests
 }  // namespace memsnap
 
