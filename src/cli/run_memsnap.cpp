@@ -6,6 +6,7 @@
 #include <future>
 
 #include "analysis/conclude.h"
+#include "base/phase_timer.h"
 #include "query/rank_directory.h"
 #include "report/html_report.h"
 #include "report/json_report.h"
@@ -40,7 +41,11 @@ const Renderer& renderer(const std::string& format) {
 RunOutput render(const RunRequest& request, const ReportInput& input) {
   const Renderer& r = renderer(request.format);
   RunOutput out;
-  if (r.needs_json || request.want_json) out.report = json_report(input);
+  if (r.needs_json || request.want_json) {
+    PhaseTimer timer("report json");
+    out.report = json_report(input);
+  }
+  PhaseTimer timer("render");
   out.text = r.render(input, out.report ? &*out.report : nullptr);
   return out;
 }
