@@ -163,13 +163,8 @@ class SiteWalk {
       if (lifetimes_[i].alloc == kBeforeWindow) start_[site_[i]] = add_live_delta(start_[site_[i]], lifetimes_[i].size);
     }
     most_ = start_;
-    restart();
-  }
-
-  // Back to the state before the first event.
-  void restart() {
     cur_ = start_;
-    next_ = 0;
+    touched_.assign(start_.size(), false);
   }
 
   // Into the state after event k (k = 0, 1, ... in order): the lifetime it ends, then the one it starts.
@@ -187,18 +182,57 @@ class SiteWalk {
   std::int64_t now(std::uint32_t id) const { return cur_[id]; }
   std::int64_t most(std::uint32_t id) const { return most_[id]; }  // over every state walked so far
 
+  // The sites changed since the last call (each once), with their bytes now, appended to `out`.
+  void take_changed(std::vector<std::pair<std::uint32_t, std::int64_t>>& out) {
+    for (const std::uint32_t id : changed_) {
+      out.emplace_back(id, cur_[id]);
+      touched_[id] = false;
+    }
+    changed_.clear();
+  }
+
  private:
   void change(std::uint32_t id, std::uint64_t delta) {
     cur_[id] = add_live_delta(cur_[id], delta);
     most_[id] = std::max(most_[id], cur_[id]);
+    if (!touched_[id]) {
+      touched_[id] = true;
+      changed_.push_back(id);
+    }
   }
 
   const Lifetimes& lifetimes_;
   std::vector<std::uint32_t> site_;    // per lifetime
   std::vector<std::uint32_t> ending_;  // per event: the lifetime it ends, or kNone
   std::vector<std::int64_t> start_, cur_, most_;  // per site
+  std::vector<bool> touched_;              // per site: in changed_
+  std::vector<std::uint32_t> changed_;     // sites changed since take_changed
   std::size_t next_ = 0;  // lifetimes_[next_ ..] hold the allocations not yet walked
 };
+
+// Each site's bytes at the sampled points of one walk, kept sparsely: at each point, the sites
+// changed since the point before, with their bytes then.
+struct SampledSites {
+  std::vector<std::size_t> end;  // per point: the end of its changes in `changes`
+  std::vector<std::pair<std::uint32_t, std::int64_t>> changes;
+};
+
+// One walk over the events: each site's largest live total (for the choice of sites drawn) and
+// its bytes at the points idx (states: after events [0, idx[p])).
+SampledSites walk_sampled(SiteWalk& walk, std::size_t events, const std::vector<std::size_t>& idx) {
+  SampledSites sampled;
+  sampled.end.reserve(idx.size());
+  std::size_t next = 0;
+  for (std::size_t k = 0; k <= events; ++k) {
+    if (next < idx.size() && idx[next] == k) {
+      walk.take_changed(sampled.changes);
+      sampled.end.push_back(sampled.changes.size());
+      ++next;
+    }
+    if (k < events) walk.step(k);
+  }
+  return sampled;
+}
 
 // The sites drawn: the top ones by their largest live total, plus the one that grew most.
 std::vector<std::uint32_t> top_sites(const SiteWalk& walk, const std::vector<std::int64_t>& growth, std::size_t count,
@@ -233,8 +267,10 @@ auto curve_extremes(const LiveCurve& curve) {
 ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTable& sites, const HtmlOptions& o, bool timed,
                     std::int64_t t0) {
   const std::size_t n = events.size();
+  const std::size_t keep[] = {t.peak_index};
+  const auto idx = downsample_by_buckets(t.curve.size(), 1, curve_extremes(t.curve), o.stack_points, keep);
   SiteWalk walk(t, sites);
-  for (std::size_t k = 0; k < n; ++k) walk.step(k);
+  const SampledSites sampled = walk_sampled(walk, n, idx);
   std::vector<std::int64_t> end(walk.sites()), growth(walk.sites());
   for (std::uint32_t i = 0; i < walk.sites(); ++i) {
     end[i] = walk.now(i);
@@ -243,26 +279,30 @@ ojson stacked_sites(const DeviceTimeline& t, const TraceEvents& events, SiteTabl
   std::uint32_t grower = kNone;
   const std::vector<std::uint32_t> top = top_sites(walk, growth, o.stack_sites, grower);
 
-  const std::size_t keep[] = {t.peak_index};
+  // The drawn sites' bytes at each point: their start, updated by each point's changes.
+  std::vector<std::uint32_t> slot_of(walk.sites(), kNone);
+  std::vector<std::int64_t> now(top.size());
+  for (std::size_t j = 0; j < top.size(); ++j) {
+    slot_of[top[j]] = static_cast<std::uint32_t>(j);
+    now[j] = walk.start(top[j]);
+  }
   LiveCurve::Reader allocated(t.curve);
-  const auto idx = downsample_by_buckets(t.curve.size(), 1, curve_extremes(t.curve), o.stack_points, keep);
   std::vector<std::vector<std::int64_t>> series(top.size());
   std::vector<std::int64_t> other;
-  for (auto& v : series) v.reserve(idx.size());
-  other.reserve(idx.size());
-  walk.restart();
-  std::size_t next = 0;
-  for (std::size_t k = 0; k <= n && next < idx.size(); ++k) {
-    if (idx[next] == k) {
-      std::int64_t sum = 0;
-      for (std::size_t j = 0; j < top.size(); ++j) {
-        series[j].push_back(walk.now(top[j]));
-        sum = add_live_delta(sum, static_cast<std::uint64_t>(walk.now(top[j])));
-      }
-      other.push_back(subtract_live_delta(allocated.at(k), static_cast<std::uint64_t>(sum)));
-      ++next;
+  for (auto& v : series) v.reserve(sampled.end.size());
+  other.reserve(sampled.end.size());
+  std::size_t c = 0;
+  for (std::size_t p = 0; p < sampled.end.size(); ++p) {
+    for (; c < sampled.end[p]; ++c) {
+      const auto [id, bytes] = sampled.changes[c];
+      if (slot_of[id] != kNone) now[slot_of[id]] = bytes;
     }
-    if (k < n) walk.step(k);
+    std::int64_t sum = 0;
+    for (std::size_t j = 0; j < top.size(); ++j) {
+      series[j].push_back(now[j]);
+      sum = add_live_delta(sum, static_cast<std::uint64_t>(now[j]));
+    }
+    other.push_back(subtract_live_delta(allocated.at(idx[p]), static_cast<std::uint64_t>(sum)));
   }
   ojson j;
   put_x(j, idx, events, timed, t0);

@@ -254,6 +254,33 @@ TEST(HtmlReport, StackedSitesAtThePeakAreTheAnalysisSitesAtThePeak) {
   EXPECT_GT(checked, 10u);
 }
 
+// With every site drawn, the sites' areas add up to the allocated curve at every point of the
+// stacked view (nothing is left for "other"), on every device.
+TEST(HtmlReport, StackedSitesAddUpToTheAllocatedCurveAtEveryPoint) {
+  HtmlOptions options;
+  options.stack_sites = 100'000;
+  std::size_t checked = 0;
+  for (const std::string& path : replayed_inputs()) {
+    const LoadedSnapshot loaded = load_snapshot(path);
+    const Analysis analysis = analyze(loaded);
+    const ojson plots = html_plot_data(loaded, analysis, options);
+    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) {
+      const DeviceTimeline& t = analysis.timelines[d];
+      const ojson& stack = plots["devices"][d]["stack"];
+      const auto& index = stack["index"];
+      ASSERT_EQ(stack["other"].size(), index.size()) << path;
+      for (std::size_t k = 0; k < index.size(); ++k) {
+        std::int64_t sum = 0;
+        for (const auto& site : stack["sites"]) sum += site["values"][k].get<std::int64_t>();
+        ASSERT_EQ(sum, t.curve[index[k].get<std::size_t>()]) << path << " point " << k;
+        ASSERT_EQ(stack["other"][k], 0) << path << " point " << k;
+      }
+      checked += index.size();
+    }
+  }
+  EXPECT_GT(checked, 1000u);
+}
+
 // The reserved curve is the replay's: its drawn maximum and its peak marker are peak_reserved.
 TEST(HtmlReport, ReservedCurvePeaksAtTheReplaysPeakReserved) {
   std::size_t checked = 0;
