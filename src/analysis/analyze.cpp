@@ -54,15 +54,13 @@ Replay replay(const Snapshot& s) {
 
 namespace {
 
-// Everything measure() finds but the phases and the plausibility checks.
-void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping grouping, Measures& m) {
-  SiteCache site_cache(s, grouping);  // each stack described once for the end, the peak and every OOM
+// What measure() finds beside the phases and the steps, as tasks that read only the snapshot,
+// the timelines and what each task finds itself; the sites of the OOMs and of the view's peak
+// come after them (they need the sites' cache, the OOMs and the budgets).
+void measure_sites(const Snapshot& s, const Replay& r, SiteCache& site_cache, Measures& m) {
   const std::vector<LiveItem> live = final_live_items(s, r.timelines);
   m.sites = attribute(live, site_cache);
   m.labels = label_bytes(s, live);
-  m.totals = compute_totals(s, r.timelines);
-  m.trace = summarize_trace(s, r.timelines);
-  for (const auto& t : r.timelines) m.trace.pending_free_requests += t.pending_requests;
   std::int64_t best = -1;
   for (const auto& t : r.timelines) {
     if (t.peak_allocated && *t.peak_allocated > best) {
@@ -71,13 +69,28 @@ void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping g
       m.sites_at_peak = attribute(t.live_at_peak, site_cache);
     }
   }
+}
+
+void measure_budgets(const Snapshot& s, const Replay& r, Measures& m) {
+  m.totals = compute_totals(s, r.timelines);
+  m.budgets = memory_budgets(s, r.timelines, m.totals);
+  m.view = default_view(m.budgets);
+}
+
+void measure_ooms(const Snapshot& s, const Replay& r, Measures& m) {
+  m.trace = summarize_trace(s, r.timelines);
+  for (const auto& t : r.timelines) m.trace.pending_free_requests += t.pending_requests;
+  PhaseTimer timer("ooms");
+  m.ooms = analyze_ooms(s, m.trace, r.timelines);
+}
+
+void measure_pools(const Snapshot& s, Measures& m) {
   m.pools = free_by_pool_and_stream(s);
   m.memory_pools = reserved_by_pool(m.pools);
   m.host = analyze_host_memory(s);
-  {
-    PhaseTimer t("ooms");
-    m.ooms = analyze_ooms(s, m.trace, r.timelines);
-  }
+}
+
+void attribute_ooms_and_view(const Replay& r, SiteCache& site_cache, Measures& m) {
   std::size_t first = 0;  // m.ooms is in timeline order
   for (const DeviceTimeline& t : r.timelines) {
     for (std::size_t i = 0; i < t.live_at_oom.size(); ++i) {
@@ -86,8 +99,6 @@ void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping g
     }
     first += t.oom_events.size();
   }
-  m.budgets = memory_budgets(s, r.timelines, m.totals);
-  m.view = default_view(m.budgets);
   for (const auto& t : r.timelines) {
     if (t.device == m.view.device && t.device != m.peak_device && t.peak_allocated) m.sites_at_view_peak = attribute(t.live_at_peak, site_cache);
   }
@@ -97,10 +108,11 @@ void measure_sites_and_memory(const Snapshot& s, const Replay& r, SiteGrouping g
 
 Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping, std::vector<std::string> implausible) {
   Measures m;
-  // The phases and the steps read only the snapshot and the timelines: they run beside the
-  // sites, totals, OOMs and budgets (measured in turn, as one task), the longest first, on as
-  // many cores as there are.
-  parallel_for(3, [&](std::size_t task) {
+  PhaseTimer measure_timer("measure");
+  SiteCache site_cache(s, grouping);  // each stack described once for the end, the peak and every OOM
+  // Six independent tasks on as many cores as there are, the longest first (the phases on every
+  // input; the steps without annotations; the sites and the OOMs on files with C++ frames).
+  parallel_for(6, [&](std::size_t task) {
     switch (task) {
       case 0: {
         PhaseTimer timer("phases");
@@ -112,13 +124,21 @@ Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping, std:
         for (const DeviceTimeline& t : r.timelines) m.steps.push_back(find_steps(s, t));
         return;
       }
-      default: {
-        PhaseTimer timer("sites and memory");
-        measure_sites_and_memory(s, r, grouping, m);
+      case 2: {
+        PhaseTimer timer("budgets");
+        measure_budgets(s, r, m);
         return;
       }
+      case 3: {
+        PhaseTimer timer("sites");
+        measure_sites(s, r, site_cache, m);
+        return;
+      }
+      case 4: measure_ooms(s, r, m); return;
+      default: measure_pools(s, m); return;
     }
   });
+  attribute_ooms_and_view(r, site_cache, m);
   m.invariant_violations = check_invariants(s, m.totals, m.sites);
   for (auto& v : budget_violations(m.budgets)) m.invariant_violations.push_back(std::move(v));
   for (auto& v : implausible) m.invariant_violations.push_back(std::move(v));
