@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <string>
@@ -16,7 +17,7 @@
 namespace memsnap {
 namespace {
 
-constexpr std::uint8_t kUnlabelled = 0xff;
+using phases_detail::kUnlabelled;
 // A gap between forward events that frees this many forward allocations, last-in first-out, is a
 // backward pass without frames.
 constexpr std::size_t kMinBackwardFrees = 8;
@@ -98,17 +99,13 @@ Labels label_events(const Snapshot& s, const DeviceTimeline& t) {
   return l;
 }
 
-// Which events are allocations: one bit an event, set from the lifetimes (one for every alloc
-// event), so that a stretch's allocations are counted without reading its events.
-class AllocBits {
+// A set of events as one bit an event: tested, counted over a range, and walked in order.
+class EventBits {
  public:
-  AllocBits(const Lifetimes& lifetimes, std::size_t events) : words_((events + 63) / 64, 0) {
-    for (const Lifetime& lt : lifetimes) {
-      if (lt.alloc != kBeforeWindow && lt.alloc < events) words_[lt.alloc / 64] |= std::uint64_t{1} << (lt.alloc % 64);
-    }
-  }
+  explicit EventBits(std::size_t events) : words_((events + 63) / 64, 0) {}
+  void set(std::size_t k) { words_[k / 64] |= std::uint64_t{1} << (k % 64); }
   bool test(std::size_t k) const { return (words_[k / 64] >> (k % 64)) & 1; }
-  // Allocations among events [from, to).
+  // Events of the set among [from, to).
   std::size_t count(std::size_t from, std::size_t to) const {
     std::size_t n = 0;
     while (from < to && from % 64 != 0) n += test(from++);
@@ -116,66 +113,157 @@ class AllocBits {
     while (from < to) n += test(from++);
     return n;
   }
+  // Events of the set before k (k < 64 x words).
+  std::size_t count_before(std::size_t k, const std::vector<std::uint32_t>& before_word) const {
+    return before_word[k / 64] + static_cast<std::size_t>(std::popcount(words_[k / 64] & ((std::uint64_t{1} << (k % 64)) - 1)));
+  }
+  // Per word: the events of the set in the words before it.
+  std::vector<std::uint32_t> counts_before_words() const {
+    std::vector<std::uint32_t> before(words_.size());
+    std::uint32_t n = 0;
+    for (std::size_t w = 0; w < words_.size(); ++w) {
+      before[w] = n;
+      n += static_cast<std::uint32_t>(std::popcount(words_[w]));
+    }
+    return before;
+  }
+  std::uint64_t word(std::size_t w) const { return words_[w]; }
+  std::size_t words() const { return words_.size(); }
 
  private:
   std::vector<std::uint64_t> words_;
 };
 
-// Backward passes without frames: inside runs of forward labels, a gap of unlabelled events that
-// allocates (gradients) and frees at least half of the forward memory since the pass began, last
-// in first out, is labelled Backward (FreeOrder).
-void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Labels& l, std::vector<bool>& inferred) {
-  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
-  if (std::find(l.phase.begin(), l.phase.end(), fwd) == l.phase.end()) return;  // no forward run, no gap in one
-  const TraceEvents& events = s.events_of(t.device);
-  const AllocBits allocs(t.lifetimes, events.size());
-  // For each free_completed of a forward allocation, that allocation's event. A lifetime ends at
-  // a free_completed, or at an alloc that reused its address (skipped). Marking a gap Backward
-  // relabels only unlabelled events, so a forward allocation stays one throughout.
-  std::vector<EventIndex> forward_alloc_of_free(events.size(), kBeforeWindow);
-  for (const Lifetime& lt : t.lifetimes) {
-    if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events.size() && lt.alloc < events.size() &&
-        l.phase[lt.alloc] == fwd && !allocs.test(lt.free)) {
-      forward_alloc_of_free[lt.free] = lt.alloc;
+// Which events are allocations, from the lifetimes (one for every alloc event), so that a
+// stretch's allocations are counted without reading its events.
+EventBits alloc_bits(const Lifetimes& lifetimes, std::size_t events) {
+  EventBits bits(events);
+  for (const Lifetime& lt : lifetimes) {
+    if (lt.alloc != kBeforeWindow && lt.alloc < events) bits.set(lt.alloc);
+  }
+  return bits;
+}
+
+// The labelled events, eight labels at a time (most events are unlabelled frees).
+EventBits labelled_bits(const std::vector<std::uint8_t>& phase) {
+  const std::size_t n = phase.size();
+  EventBits bits(n);
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, phase.data() + k, 8);
+    if (w == ~std::uint64_t{0}) continue;  // eight kUnlabelled
+    for (std::size_t j = 0; j < 8; ++j) {
+      if (phase[k + j] != kUnlabelled) bits.set(k + j);
     }
   }
+  for (; k < n; ++k) {
+    if (phase[k] != kUnlabelled) bits.set(k);
+  }
+  return bits;
+}
+
+// Each free_completed of a forward allocation, with that allocation's event: a set of events, and
+// the allocations in the order of their frees (a free's rank is its position there). A lifetime
+// ends at a free_completed, or at an alloc that reused its address (skipped). Marking a gap
+// Backward relabels only unlabelled events, so a forward allocation stays one throughout.
+class ForwardFrees {
+ public:
+  ForwardFrees(const Lifetimes& lifetimes, const std::vector<std::uint8_t>& phase, const EventBits& allocs, std::size_t events)
+      : bits_(events) {
+    const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
+    std::vector<std::pair<EventIndex, EventIndex>> frees;  // (free, alloc), in the lifetimes' order
+    for (const Lifetime& lt : lifetimes) {
+      if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < events && lt.alloc < events &&
+          phase[lt.alloc] == fwd && !allocs.test(lt.free)) {
+        frees.emplace_back(lt.free, lt.alloc);
+        bits_.set(lt.free);
+      }
+    }
+    before_word_ = bits_.counts_before_words();
+    alloc_.resize(bits_.words() == 0 ? 0 : before_word_.back() + static_cast<std::size_t>(std::popcount(bits_.word(bits_.words() - 1))));
+    for (const auto& [free, alloc] : frees) alloc_[rank(free)] = alloc;  // a later lifetime's wins, as in order
+  }
+  const EventBits& bits() const { return bits_; }
+  // The position of forward free k (an event of the set) among them, in event order.
+  std::size_t rank(std::size_t k) const { return bits_.count_before(k, before_word_); }
+  EventIndex alloc(std::size_t rank) const { return alloc_[rank]; }
+
+ private:
+  EventBits bits_;
+  std::vector<std::uint32_t> before_word_;
+  std::vector<EventIndex> alloc_;
+};
+
+// Calls fn(k) for each event of a or b in [from, to), in order.
+template <typename Fn>
+void for_each_event(const EventBits& a, const EventBits& b, std::size_t from, std::size_t to, Fn&& fn) {
+  for (std::size_t w = from / 64; w < a.words() && w * 64 < to; ++w) {
+    std::uint64_t bits = a.word(w) | b.word(w);
+    if (w == from / 64) bits &= ~std::uint64_t{0} << (from % 64);
+    while (bits != 0) {
+      const std::size_t k = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      if (k >= to) return;
+      fn(k);
+      bits &= bits - 1;
+    }
+  }
+}
+
+// Backward passes without frames: inside runs of forward labels, a gap of unlabelled events that
+// allocates (gradients) and frees at least half of the forward memory since the pass began, last
+// in first out, is labelled Backward (FreeOrder). Only the labelled events and the frees of
+// forward allocations change what the walk decides, so it visits only those.
+}  // namespace
+
+namespace phases_detail {
+
+void infer_backward_from_frees(std::vector<std::uint8_t>& phases, const Lifetimes& lifetimes, const TraceEvents& events,
+                               std::vector<bool>& inferred) {
+  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
+  if (std::find(phases.begin(), phases.end(), fwd) == phases.end()) return;  // no forward run, no gap in one
+  const EventBits allocs = alloc_bits(lifetimes, events.size());
+  const ForwardFrees forward_frees(lifetimes, phases, allocs, events.size());
+  const EventBits labelled = labelled_bits(phases);
+  const EventBits none(events.size());
   std::size_t pass_start = 0;
   std::int64_t fwd_live = 0;       // forward allocations of this pass still live
   std::int64_t live_at_mark = 0;   // fwd_live at the last forward event
   std::size_t prev_mark = SIZE_MAX;  // the last forward event of the current run of forward labels
-  auto freed_forward = [&](std::size_t k) {
-    const EventIndex a = forward_alloc_of_free[k];
-    return a != kBeforeWindow && a >= pass_start;
-  };
+  // A gap holds only unlabelled events: of them, the walk needs the frees of forward allocations.
   auto gap_is_backward = [&](std::size_t from, std::size_t to) {
     std::size_t frees = 0, lifo = 0;
     const std::size_t allocated = allocs.count(from, to);
     std::uint64_t freed = 0;
     EventIndex last_alloc = kBeforeWindow;
-    for (std::size_t k = from; k < to; ++k) {
-      if (!freed_forward(k)) continue;
-      const EventIndex a = forward_alloc_of_free[k];
+    std::size_t rank = from < events.size() ? forward_frees.rank(from) : 0;
+    for_each_event(forward_frees.bits(), none, from, to, [&](std::size_t k) {
+      const EventIndex a = forward_frees.alloc(rank++);
+      if (a < pass_start) return;
       if (frees > 0 && a < last_alloc) ++lifo;
       last_alloc = a;
       ++frees;
       freed += events[k].size;
-    }
+    });
     return frees >= kMinBackwardFrees && allocated >= kMinBackwardAllocs && allocated * 4 >= frees &&
            double(lifo) >= kLifoShare * double(frees - 1) && live_at_mark > 0 &&
            freed * 100 >= static_cast<std::uint64_t>(live_at_mark) * kFreedSharePercent;
   };
   auto mark_backward = [&](std::size_t from, std::size_t to) {
     for (std::size_t j = from; j < to; ++j) {
-      l.phase[j] = static_cast<std::uint8_t>(Phase::Backward);
+      phases[j] = static_cast<std::uint8_t>(Phase::Backward);
       inferred[j] = true;
     }
   };
-  for (std::size_t k = 0; k < events.size(); ++k) {
-    const std::uint8_t phase = l.phase[k];
+  std::size_t freed_seen = 0;  // forward frees visited so far: the rank of the next one
+  for_each_event(labelled, forward_frees.bits(), 0, events.size(), [&](std::size_t k) {
+    const std::uint8_t phase = phases[k];
+    const bool forward_free = forward_frees.bits().test(k);
+    const EventIndex freed_alloc = forward_free ? forward_frees.alloc(freed_seen++) : kBeforeWindow;
     if (phase != kUnlabelled && phase != fwd) {
       if (prev_mark != SIZE_MAX && k - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, k)) mark_backward(prev_mark + 1, k);
       prev_mark = SIZE_MAX;
-      continue;
+      return;
     }
     if (phase == fwd) {
       if (prev_mark == SIZE_MAX) {  // a forward run after another phase (or the start) begins a pass
@@ -189,16 +277,20 @@ void infer_backward_from_frees(const Snapshot& s, const DeviceTimeline& t, Label
       prev_mark = k;
       if (allocs.test(k)) fwd_live += static_cast<std::int64_t>(events[k].size);
     }
-    if (freed_forward(k)) fwd_live -= static_cast<std::int64_t>(events[k].size);
+    if (freed_alloc != kBeforeWindow && freed_alloc >= pass_start) fwd_live -= static_cast<std::int64_t>(events[k].size);
     if (phase == fwd) live_at_mark = fwd_live;
-  }
+  });
   // The last gap of a run: from its last forward event to the next other label or the end.
   if (prev_mark != SIZE_MAX) {
     std::size_t to = prev_mark + 1;
-    while (to < events.size() && l.phase[to] == kUnlabelled) ++to;
+    while (to < events.size() && phases[to] == kUnlabelled) ++to;
     if (to - prev_mark > kMinBackwardFrees && gap_is_backward(prev_mark + 1, to)) mark_backward(prev_mark + 1, to);
   }
 }
+
+}  // namespace phases_detail
+
+namespace {
 
 std::vector<PhaseSpan> spans_of(const Labels& l, const std::vector<bool>& inferred) {
   std::vector<PhaseSpan> spans;
@@ -303,7 +395,7 @@ DevicePhases find_phases(const Snapshot& s, const DeviceTimeline& t) {
   std::vector<bool> inferred(events.size(), false);
   d.backward_from_frames = std::any_of(labels.phase.begin(), labels.phase.end(),
                                        [](std::uint8_t p) { return p == static_cast<std::uint8_t>(Phase::Backward); });
-  if (!d.backward_from_frames) infer_backward_from_frees(s, t, labels, inferred);
+  if (!d.backward_from_frames) phases_detail::infer_backward_from_frees(labels.phase, t.lifetimes, events, inferred);
   d.backward_from_free_order = std::find(inferred.begin(), inferred.end(), true) != inferred.end();
   d.spans = spans_of(labels, inferred);
   if (!d.has(Phase::Backward)) {

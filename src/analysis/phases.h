@@ -80,4 +80,14 @@ std::string phase_label(const PhaseSpan& span);
 // What is live at the peak by kind: the peak's sites summed by category, largest first.
 std::vector<std::pair<Category, std::uint64_t>> live_by_kind(const std::vector<Site>& sites);
 
+// Internal to phases.cpp, declared for its tests.
+namespace phases_detail {
+inline constexpr std::uint8_t kUnlabelled = 0xff;
+// Backward passes without frames, from the order of frees: `phases` holds each event's Phase
+// (as a byte) or kUnlabelled; gaps found to be backward passes are labelled Backward in it and
+// marked in `inferred`.
+void infer_backward_from_frees(std::vector<std::uint8_t>& phases, const Lifetimes& lifetimes, const TraceEvents& events,
+                               std::vector<bool>& inferred);
+}  // namespace phases_detail
+
 }  // namespace memsnap

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "analysis/live_curve.h"
+#include "analysis/phases.h"
 #include "model/load.h"
 #include "test_support.h"
 
@@ -183,6 +186,180 @@ TEST(Phases, SpansCoverTheEventsAndCarryTheCurvesBytes) {
     }
   }
   EXPECT_GT(measured, 100u);
+}
+
+}  // namespace phases_tests
+}  // namespace memsnap
+
+namespace memsnap {
+namespace phases_tests {
+
+using phases_detail::kUnlabelled;
+
+// The free-order inference as a walk over every event, with each free's forward allocation in
+// an array of one entry an event: what the walk over the labelled events and forward frees alone
+// must decide, event for event.
+void backward_by_walking_every_event(std::vector<std::uint8_t>& phase, const Lifetimes& lifetimes, const TraceEvents& events,
+                                     std::vector<bool>& inferred) {
+  const auto fwd = static_cast<std::uint8_t>(Phase::Forward);
+  const std::size_t n = events.size();
+  if (std::find(phase.begin(), phase.end(), fwd) == phase.end()) return;
+  std::vector<bool> is_alloc(n, false);
+  for (const Lifetime& lt : lifetimes) {
+    if (lt.alloc != kBeforeWindow && lt.alloc < n) is_alloc[lt.alloc] = true;
+  }
+  std::vector<EventIndex> forward_alloc_of_free(n, kBeforeWindow);
+  for (const Lifetime& lt : lifetimes) {
+    if (lt.alloc != kBeforeWindow && lt.free != kStillLive && lt.free < n && lt.alloc < n && phase[lt.alloc] == fwd && !is_alloc[lt.free]) {
+      forward_alloc_of_free[lt.free] = lt.alloc;
+    }
+  }
+  std::size_t pass_start = 0, prev_mark = SIZE_MAX;
+  std::int64_t fwd_live = 0, live_at_mark = 0;
+  auto freed_forward = [&](std::size_t k) { return forward_alloc_of_free[k] != kBeforeWindow && forward_alloc_of_free[k] >= pass_start; };
+  auto gap_is_backward = [&](std::size_t from, std::size_t to) {
+    std::size_t frees = 0, lifo = 0, allocated = 0;
+    std::uint64_t freed = 0;
+    EventIndex last_alloc = kBeforeWindow;
+    for (std::size_t k = from; k < to; ++k) {
+      allocated += is_alloc[k];
+      if (!freed_forward(k)) continue;
+      if (frees > 0 && forward_alloc_of_free[k] < last_alloc) ++lifo;
+      last_alloc = forward_alloc_of_free[k];
+      ++frees;
+      freed += events[k].size;
+    }
+    return frees >= 8 && allocated >= 2 && allocated * 4 >= frees && double(lifo) >= 0.6 * double(frees - 1) && live_at_mark > 0 &&
+           freed * 100 >= static_cast<std::uint64_t>(live_at_mark) * 50;
+  };
+  auto mark_backward = [&](std::size_t from, std::size_t to) {
+    for (std::size_t j = from; j < to; ++j) phase[j] = static_cast<std::uint8_t>(Phase::Backward), inferred[j] = true;
+  };
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint8_t p = phase[k];
+    if (p != kUnlabelled && p != fwd) {
+      if (prev_mark != SIZE_MAX && k - prev_mark > 8 && gap_is_backward(prev_mark + 1, k)) mark_backward(prev_mark + 1, k);
+      prev_mark = SIZE_MAX;
+      continue;
+    }
+    if (p == fwd) {
+      if (prev_mark == SIZE_MAX) {
+        pass_start = k, fwd_live = 0;
+      } else if (k - prev_mark > 8 && gap_is_backward(prev_mark + 1, k)) {
+        mark_backward(prev_mark + 1, k);
+        pass_start = k, fwd_live = 0;
+      }
+      prev_mark = k;
+      if (is_alloc[k]) fwd_live += static_cast<std::int64_t>(events[k].size);
+    }
+    if (freed_forward(k)) fwd_live -= static_cast<std::int64_t>(events[k].size);
+    if (p == fwd) live_at_mark = fwd_live;
+  }
+  if (prev_mark != SIZE_MAX) {
+    std::size_t to = prev_mark + 1;
+    while (to < n && phase[to] == kUnlabelled) ++to;
+    if (to - prev_mark > 8 && gap_is_backward(prev_mark + 1, to)) mark_backward(prev_mark + 1, to);
+  }
+}
+
+// Training-like traces: passes of forward allocations (some labelled), gaps that allocate
+// gradients and free the forward's tensors nearly last in first out (or not), frees of earlier
+// passes' tensors (during a forward too), other labels between passes, frees at alloc events and
+// repeated frees.
+struct RandomTrace {
+  std::vector<std::uint8_t> phase;
+  Lifetimes lifetimes;
+  TraceEvents events;
+};
+
+RandomTrace random_trace(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
+  RandomTrace r;
+  auto event = [&](std::uint64_t size, std::uint8_t label) {
+    TraceEvent e;
+    e.size = size;
+    r.events.push_back(e);
+    r.phase.push_back(label);
+    return static_cast<EventIndex>(r.events.size() - 1);
+  };
+  std::vector<std::pair<EventIndex, std::uint64_t>> older;  // allocations of earlier passes, not yet freed
+  std::vector<Lifetime> all;
+  const int passes = 1 + static_cast<int>(rng() % 6);
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<std::pair<EventIndex, std::uint64_t>> forward;
+    const int allocs = 4 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < allocs; ++i) {
+      const std::uint64_t size = 512 * (1 + rng() % 64);
+      const bool labelled = chance(80);
+      forward.emplace_back(event(size, labelled ? static_cast<std::uint8_t>(Phase::Forward) : kUnlabelled), size);
+      if (chance(10)) event(0, kUnlabelled);  // a free_requested
+      if (chance(10) && !older.empty()) {  // an earlier pass's tensor freed during the forward
+        Lifetime o;
+        o.alloc = older.back().first;
+        o.size = older.back().second;
+        o.free = event(o.size, kUnlabelled);
+        all.push_back(o);
+        older.pop_back();
+      }
+    }
+    const bool lifo = chance(70);
+    const int freed_percent = std::array{30, 45, 60, 95}[rng() % 4];  // of the forward's tensors, in the gap
+    if (!lifo) std::shuffle(forward.begin(), forward.end(), rng);
+    else std::reverse(forward.begin(), forward.end());
+    for (std::size_t i = 0; i < forward.size(); ++i) {
+      if (chance(20)) {  // a gradient
+        Lifetime g;
+        g.alloc = event(4096, kUnlabelled);
+        g.size = 4096;
+        all.push_back(g);
+      }
+      if (chance(15) && i + 1 < forward.size()) std::swap(forward[i], forward[i + 1]);
+      if (chance(10) && !older.empty()) {  // an earlier pass's tensor
+        Lifetime o;
+        o.alloc = older.back().first;
+        o.size = older.back().second;
+        o.free = event(o.size, kUnlabelled);
+        all.push_back(o);
+        older.pop_back();
+      }
+      if (chance(freed_percent)) {
+        Lifetime f;
+        f.alloc = forward[i].first;
+        f.size = forward[i].second;
+        f.free = chance(3) && !all.empty() && all.back().alloc != kBeforeWindow ? all.back().alloc : event(f.size, kUnlabelled);
+        all.push_back(f);
+        if (chance(3)) all.push_back(f);  // the same free twice
+      } else {
+        older.push_back(forward[i]);
+      }
+    }
+    if (chance(50)) event(128, static_cast<std::uint8_t>(chance(50) ? Phase::OptimizerStep : Phase::ZeroGrad));
+    if (chance(30)) event(64, static_cast<std::uint8_t>(Phase::Forward));
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Lifetime& a, const Lifetime& b) { return a.alloc < b.alloc; });
+  for (const Lifetime& lt : all) r.lifetimes.push_back(lt);
+  return r;
+}
+
+TEST(Phases, TheFreeOrderWalkDecidesAsAWalkOverEveryEvent) {
+  std::size_t inferred_events = 0, traces_with_backward = 0;
+  for (std::uint32_t seed = 0; seed < 3000; ++seed) {
+    RandomTrace r = random_trace(seed);
+    std::vector<std::uint8_t> expected = r.phase, got = r.phase;
+    std::vector<bool> expected_inferred(r.events.size(), false), got_inferred(r.events.size(), false);
+    backward_by_walking_every_event(expected, r.lifetimes, r.events, expected_inferred);
+    phases_detail::infer_backward_from_frees(got, r.lifetimes, r.events, got_inferred);
+    ASSERT_EQ(got, expected) << "seed " << seed;
+    ASSERT_EQ(got_inferred, expected_inferred) << "seed " << seed;
+    const auto n = static_cast<std::size_t>(std::count(got_inferred.begin(), got_inferred.end(), true));
+    inferred_events += n;
+    traces_with_backward += n > 0;
+  }
+  // The traces reach both answers often.
+  EXPECT_GT(traces_with_backward, 300u);
+  EXPECT_LT(traces_with_backward, 2700u);
+  EXPECT_GT(inferred_events, 10000u);
 }
 
 }  // namespace phases_tests
