@@ -245,6 +245,8 @@ StackPositions stack_positions(const Snapshot& s, const Lifetimes& lifetimes) {
   const std::size_t stacks = s.stack_count();
   p.offsets.assign(stacks + 1, 0);
   std::vector<StackId> stack_of;  // by position in alloc_events
+  p.alloc_events.reserve(lifetimes.size());
+  stack_of.reserve(lifetimes.size());
   for (const Lifetime& l : lifetimes) {
     if (l.alloc == kBeforeWindow) continue;
     if (l.stack < stacks) ++p.offsets[l.stack + 1];
