@@ -224,60 +224,58 @@ std::vector<std::string> replayed_inputs() {
 
 // The stacked view and the analysis read one replay: with every site drawn, the sites' areas at
 // the peak are the analysis' sites at the peak, byte for byte, and nothing is left for "other".
-TEST(HtmlReport, StackedSitesAtThePeakAreTheAnalysisSitesAtThePeak) {
+// Calls fn(path, analysis, plots, timeline, its stacked view) for each device of each replayed
+// input, with every site drawn.
+template <typename Fn>
+void for_each_stacked_view_with_every_site(Fn&& fn) {
   HtmlOptions options;
   options.stack_sites = 100'000;
-  std::size_t checked = 0;
   for (const std::string& path : replayed_inputs()) {
     const LoadedSnapshot loaded = load_snapshot(path);
     const Analysis analysis = analyze(loaded);
     const ojson plots = html_plot_data(loaded, analysis, options);
-    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) {
-      const DeviceTimeline& t = analysis.timelines[d];
-      if (t.device != analysis.peak_device) continue;
-      const ojson& stack = plots["devices"][d]["stack"];
-      const auto& index = stack["index"];
-      const auto at = std::find(index.begin(), index.end(), t.peak_index);
-      ASSERT_NE(at, index.end()) << path << ": the peak is a point of the stacked view";
-      const auto k = static_cast<std::size_t>(at - index.begin());
-      std::map<std::string, std::int64_t> drawn, measured;
-      for (const auto& site : stack["sites"]) {
-        const std::int64_t bytes = site["values"][k];
-        if (bytes != 0) drawn[plots["sites"][site["site"].get<std::size_t>()]["site"].get<std::string>()] += bytes;
-      }
-      for (const Site& site : analysis.sites_at_peak) measured[site.site] += static_cast<std::int64_t>(site.requested);
-      EXPECT_EQ(drawn, measured) << path;
-      EXPECT_EQ(stack["other"][k], 0) << path;
-      ++checked;
-    }
+    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) fn(path, analysis, plots, analysis.timelines[d], plots["devices"][d]["stack"]);
   }
+}
+
+TEST(HtmlReport, StackedSitesAtThePeakAreTheAnalysisSitesAtThePeak) {
+  std::size_t checked = 0;
+  for_each_stacked_view_with_every_site([&](const std::string& path, const Analysis& analysis, const ojson& plots,
+                                            const DeviceTimeline& t, const ojson& stack) {
+    if (t.device != analysis.peak_device) return;
+    const auto& index = stack["index"];
+    const auto at = std::find(index.begin(), index.end(), t.peak_index);
+    ASSERT_NE(at, index.end()) << path << ": the peak is a point of the stacked view";
+    const auto k = static_cast<std::size_t>(at - index.begin());
+    std::map<std::string, std::int64_t> drawn, measured;
+    for (const auto& site : stack["sites"]) {
+      const std::int64_t bytes = site["values"][k];
+      if (bytes != 0) drawn[plots["sites"][site["site"].get<std::size_t>()]["site"].get<std::string>()] += bytes;
+    }
+    for (const Site& site : analysis.sites_at_peak) measured[site.site] += static_cast<std::int64_t>(site.requested);
+    EXPECT_EQ(drawn, measured) << path;
+    EXPECT_EQ(stack["other"][k], 0) << path;
+    ++checked;
+  });
   EXPECT_GT(checked, 10u);
 }
 
 // With every site drawn, the sites' areas add up to the allocated curve at every point of the
 // stacked view (nothing is left for "other"), on every device.
 TEST(HtmlReport, StackedSitesAddUpToTheAllocatedCurveAtEveryPoint) {
-  HtmlOptions options;
-  options.stack_sites = 100'000;
   std::size_t checked = 0;
-  for (const std::string& path : replayed_inputs()) {
-    const LoadedSnapshot loaded = load_snapshot(path);
-    const Analysis analysis = analyze(loaded);
-    const ojson plots = html_plot_data(loaded, analysis, options);
-    for (std::size_t d = 0; d < analysis.timelines.size(); ++d) {
-      const DeviceTimeline& t = analysis.timelines[d];
-      const ojson& stack = plots["devices"][d]["stack"];
-      const auto& index = stack["index"];
-      ASSERT_EQ(stack["other"].size(), index.size()) << path;
-      for (std::size_t k = 0; k < index.size(); ++k) {
-        std::int64_t sum = 0;
-        for (const auto& site : stack["sites"]) sum += site["values"][k].get<std::int64_t>();
-        ASSERT_EQ(sum, t.curve[index[k].get<std::size_t>()]) << path << " point " << k;
-        ASSERT_EQ(stack["other"][k], 0) << path << " point " << k;
-      }
-      checked += index.size();
+  for_each_stacked_view_with_every_site([&](const std::string& path, const Analysis&, const ojson&, const DeviceTimeline& t,
+                                            const ojson& stack) {
+    const auto& index = stack["index"];
+    ASSERT_EQ(stack["other"].size(), index.size()) << path;
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      std::int64_t sum = 0;
+      for (const auto& site : stack["sites"]) sum += site["values"][k].get<std::int64_t>();
+      ASSERT_EQ(sum, t.curve[index[k].get<std::size_t>()]) << path << " point " << k;
+      ASSERT_EQ(stack["other"][k], 0) << path << " point " << k;
     }
-  }
+    checked += index.size();
+  });
   EXPECT_GT(checked, 1000u);
 }
 

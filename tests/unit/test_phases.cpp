@@ -285,6 +285,15 @@ RandomTrace random_trace(std::uint32_t seed) {
   };
   std::vector<std::pair<EventIndex, std::uint64_t>> older;  // allocations of earlier passes, not yet freed
   std::vector<Lifetime> all;
+  auto free_older = [&] {
+    if (older.empty()) return;
+    Lifetime o;
+    o.alloc = older.back().first;
+    o.size = older.back().second;
+    o.free = event(o.size, kUnlabelled);
+    all.push_back(o);
+    older.pop_back();
+  };
   const int passes = 1 + static_cast<int>(rng() % 6);
   for (int pass = 0; pass < passes; ++pass) {
     std::vector<std::pair<EventIndex, std::uint64_t>> forward;
@@ -294,14 +303,7 @@ RandomTrace random_trace(std::uint32_t seed) {
       const bool labelled = chance(80);
       forward.emplace_back(event(size, labelled ? static_cast<std::uint8_t>(Phase::Forward) : kUnlabelled), size);
       if (chance(10)) event(0, kUnlabelled);  // a free_requested
-      if (chance(10) && !older.empty()) {  // an earlier pass's tensor freed during the forward
-        Lifetime o;
-        o.alloc = older.back().first;
-        o.size = older.back().second;
-        o.free = event(o.size, kUnlabelled);
-        all.push_back(o);
-        older.pop_back();
-      }
+      if (chance(10)) free_older();  // an earlier pass's tensor freed during the forward
     }
     const bool lifo = chance(70);
     const int freed_percent = std::array{30, 45, 60, 95}[rng() % 4];  // of the forward's tensors, in the gap
@@ -315,14 +317,7 @@ RandomTrace random_trace(std::uint32_t seed) {
         all.push_back(g);
       }
       if (chance(15) && i + 1 < forward.size()) std::swap(forward[i], forward[i + 1]);
-      if (chance(10) && !older.empty()) {  // an earlier pass's tensor
-        Lifetime o;
-        o.alloc = older.back().first;
-        o.size = older.back().second;
-        o.free = event(o.size, kUnlabelled);
-        all.push_back(o);
-        older.pop_back();
-      }
+      if (chance(10)) free_older();  // an earlier pass's tensor
       if (chance(freed_percent)) {
         Lifetime f;
         f.alloc = forward[i].first;
