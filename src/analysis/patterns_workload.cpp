@@ -59,13 +59,15 @@ struct PeakContext {
 
 // Sums of lifetimes by allocation site, largest first.
 struct SiteBytes {
+  SiteBytes() = default;
+  SiteBytes(const SiteBytes&) = delete;  // by_stack_ points into by_site
+  SiteBytes& operator=(const SiteBytes&) = delete;
   std::map<std::string, std::uint64_t> by_site;
   std::uint64_t bytes = 0, blocks = 0;
   void add(const Snapshot& s, const Lifetime& l) {
     bytes += l.size;
     ++blocks;
-    const std::string site = l.stack == kNoStack ? std::string("[no stack recorded]") : site_label(s, l.stack);
-    by_site[site.empty() ? std::string("[no stack recorded]") : site] += l.size;
+    *sum_of(s, l.stack) += l.size;
   }
   std::vector<std::pair<std::string, std::uint64_t>> largest() const {
     std::vector<std::pair<std::string, std::uint64_t>> v(by_site.begin(), by_site.end());
@@ -78,6 +80,21 @@ struct SiteBytes {
     }
     return "";
   }
+
+ private:
+  // The sum of the stack's site in by_site (each stack's site named once: a pattern adds up
+  // hundreds of thousands of lifetimes from a few thousand stacks).
+  std::uint64_t* sum_of(const Snapshot& s, StackId stack) {
+    if (stack == kNoStack) return &by_site["[no stack recorded]"];
+    if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(s.stack_count(), stack + 1), nullptr);
+    std::uint64_t*& sum = by_stack_[stack];
+    if (!sum) {
+      const std::string site = site_label(s, stack);
+      sum = &by_site[site.empty() ? std::string("[no stack recorded]") : site];
+    }
+    return sum;
+  }
+  std::vector<std::uint64_t*> by_stack_;  // by stack id: its site's entry in by_site (map nodes stay put)
 };
 
 void add_site_evidence(Pattern& p, const SiteBytes& sb, std::string_view what) {
@@ -146,11 +163,14 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
   // backward in the trace, nothing released them). A site that repeats (once per layer) holds
   // tensors kept for a backward, not one layer's working set.
   std::unordered_map<std::string, std::vector<const Lifetime*>> by_site;
+  std::vector<std::vector<const Lifetime*>*> site_of_stack(c.s.stack_count(), nullptr);  // into by_site, named once a stack
   for (const Lifetime& l : c.t.lifetimes) {
     const bool before = l.alloc == kBeforeWindow;
     if ((!before && (l.alloc < sp.first || l.alloc >= c.p)) || !l.live_at(c.p)) continue;
     if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward) continue;
-    by_site[site_label(c.s, l.stack)].push_back(&l);
+    auto*& site = site_of_stack[l.stack];
+    if (!site) site = &by_site[site_label(c.s, l.stack)];
+    site->push_back(&l);
   }
   SiteBytes saved;
   std::uint64_t saved_before = 0, blocks_before = 0;
