@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fmt/format.h>
 #include <map>
+#include <ranges>
 #include <unordered_map>
 
 #include "analysis/patterns_internal.h"
@@ -39,6 +40,10 @@ struct PeakContext {
   bool training_elsewhere = false;       // another device shows a backward or an optimizer step
   std::uint64_t trained_state = 0;       // gradient + optimizer state bytes live at the peak (the budget)
 
+  // The lifetimes live at the peak (p is the peak's index), in order: the few every detector reads.
+  auto live_at_peak() const {
+    return t.lifetimes_at_peak | std::views::transform([this](std::size_t i) -> const Lifetime& { return t.lifetimes[i]; });
+  }
   Phase stack_phase(StackId stack) {
     if (stack == kNoStack || stack >= phase_memo.size()) return Phase::Other;
     if (phase_memo[stack] == 0) phase_memo[stack] = static_cast<std::uint8_t>(phase_of_stack(s, stack)) + 1;
@@ -129,7 +134,7 @@ std::optional<Pattern> stale_gradients(PeakContext& c) {
   const std::size_t until = backward < c.d.spans.size() ? c.d.spans[backward].first : c.events.size();
   SiteBytes stale;
   std::size_t zero_grad_event = SIZE_MAX;
-  for (const Lifetime& l : c.t.lifetimes) {
+  for (const Lifetime& l : c.live_at_peak()) {
     if (!l.live_at(c.p) || l.free == kStillLive || l.free < c.p || l.free >= until) continue;
     const std::size_t sp = c.span_of(l.free);
     const bool by_zero_grad = (sp != SIZE_MAX && c.d.spans[sp].phase == Phase::ZeroGrad) ||
@@ -164,7 +169,7 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
   // tensors kept for a backward, not one layer's working set.
   std::unordered_map<std::string, std::vector<const Lifetime*>> by_site;
   std::vector<std::vector<const Lifetime*>*> site_of_stack(c.s.stack_count(), nullptr);  // into by_site, named once a stack
-  for (const Lifetime& l : c.t.lifetimes) {
+  for (const Lifetime& l : c.live_at_peak()) {
     const bool before = l.alloc == kBeforeWindow;
     if ((!before && (l.alloc < sp.first || l.alloc >= c.p)) || !l.live_at(c.p)) continue;
     if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward) continue;
@@ -223,7 +228,7 @@ std::optional<Pattern> forward_tensors_after_backward(PeakContext& c) {
     if (c.d.spans[i].phase == Phase::Forward && backward_after) done[i] = true;
   }
   SiteBytes kept;
-  for (const Lifetime& l : c.t.lifetimes) {
+  for (const Lifetime& l : c.live_at_peak()) {
     if (l.alloc == kBeforeWindow || l.alloc >= c.p || !l.live_at(c.p)) continue;
     const std::size_t sp = c.span_of(l.alloc);
     if (sp == SIZE_MAX || !done[sp] || c.stack_phase(l.stack) != Phase::Forward) continue;
@@ -259,7 +264,7 @@ std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
   if (c.d.peak->phase != Phase::OptimizerStep) return std::nullopt;
   const PhaseSpan& sp = c.d.spans[c.span];
   SiteBytes temps;
-  for (const Lifetime& l : c.t.lifetimes) {
+  for (const Lifetime& l : c.live_at_peak()) {
     if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
     if (l.free == kStillLive || l.free >= sp.end) continue;
     // torch.optim's own foreach / fused kernels already update in place as far as they can: only
@@ -318,7 +323,7 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   std::unordered_map<StackId, bool> memo;
   std::vector<const Lifetime*> attention;
   std::uint64_t largest = 0;
-  for (const Lifetime& l : c.t.lifetimes) {
+  for (const Lifetime& l : c.live_at_peak()) {
     const StackId stack = allocating_stack(l);
     if (stack == kNoStack || !l.live_at(c.p)) continue;
     auto it = memo.find(stack);

@@ -153,6 +153,7 @@ void find_live_at_peak_and_ooms(DeviceTimeline& t) {
   const auto peak = static_cast<std::size_t>(at - moments.begin());
   auto live = live_lifetimes(t, moments);
   t.live_at_peak = live_items(t, live[peak]);
+  t.lifetimes_at_peak = std::move(live[peak]);
   live.erase(live.begin() + static_cast<std::ptrdiff_t>(peak));
   t.live_at_oom = std::move(live);
 }

@@ -51,6 +51,7 @@ struct DeviceTimeline {
   std::int64_t peak_time_us = 0;    // time of the event that reached it (0 if unknown)
   std::int64_t end_live = 0;
   std::vector<LiveItem> live_at_peak;
+  std::vector<std::size_t> lifetimes_at_peak;  // the lifetimes (indices into `lifetimes`) live at the peak, ascending
   std::array<std::uint64_t, kActionCount> actions{};  // kept events per action
   std::vector<std::size_t> oom_events;                // indices of the oom events
   // The oom events studied one by one (live set, layout, sites): positions in oom_events, all of
