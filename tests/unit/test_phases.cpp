@@ -161,6 +161,31 @@ TEST(Phases, BackwardWithoutFramesFromTheOrderOfFrees) {
 // On every fixture the spans cover the events one after another from the first, and each span's
 // live bytes at its start and its highest are what a walk of the curve over it finds (the spans
 // are measured from the curve's block maxima, which this checks).
+// The workload detectors read the lifetimes live at the peak from the replay's list: on every
+// fixture it is every lifetime live at the peak, in order, and its requested bytes add up to the
+// peak's live set.
+TEST(Phases, TheLifetimesAtThePeakAreEveryLifetimeLiveThere) {
+  std::size_t listed = 0;
+  for (const std::string& name : test::fixture_names()) {
+    SCOPED_TRACE(name);
+    const LoadedSnapshot loaded = load_snapshot(fixture(name + ".pickle").string());
+    const Analysis a = analyze(loaded);
+    for (const DeviceTimeline& t : a.timelines) {
+      std::vector<std::size_t> live;
+      for (std::size_t i = 0; i < t.lifetimes.size(); ++i) {
+        if (t.lifetimes[i].live_at(t.peak_index)) live.push_back(i);
+      }
+      EXPECT_EQ(t.lifetimes_at_peak, live) << "device " << t.device;
+      std::uint64_t bytes = 0, items = 0;
+      for (std::size_t i : t.lifetimes_at_peak) bytes += t.lifetimes[i].size;
+      for (const LiveItem& item : t.live_at_peak) items += item.requested;
+      EXPECT_EQ(bytes, items) << "device " << t.device;
+      listed += live.size();
+    }
+  }
+  EXPECT_GT(listed, 1000u);
+}
+
 TEST(Phases, SpansCoverTheEventsAndCarryTheCurvesBytes) {
   std::size_t measured = 0;
   for (const std::string& name : test::fixture_names()) {
