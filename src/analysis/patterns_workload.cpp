@@ -40,7 +40,8 @@ struct PeakContext {
   bool training_elsewhere = false;       // another device shows a backward or an optimizer step
   std::uint64_t trained_state = 0;       // gradient + optimizer state bytes live at the peak (the budget)
 
-  // The lifetimes live at the peak (p is the peak's index), in order: the few every detector reads.
+  // The lifetimes live at the peak (p is the peak's index), in order: the few every detector reads
+  // (so none of them checks live_at(p) again).
   auto live_at_peak() const {
     return t.lifetimes_at_peak | std::views::transform([this](std::size_t i) -> const Lifetime& { return t.lifetimes[i]; });
   }
@@ -135,7 +136,7 @@ std::optional<Pattern> stale_gradients(PeakContext& c) {
   SiteBytes stale;
   std::size_t zero_grad_event = SIZE_MAX;
   for (const Lifetime& l : c.live_at_peak()) {
-    if (!l.live_at(c.p) || l.free == kStillLive || l.free < c.p || l.free >= until) continue;
+    if (l.free == kStillLive || l.free < c.p || l.free >= until) continue;
     const std::size_t sp = c.span_of(l.free);
     const bool by_zero_grad = (sp != SIZE_MAX && c.d.spans[sp].phase == Phase::ZeroGrad) ||
                               c.stack_phase(l.free_stack) == Phase::ZeroGrad || c.stack_phase(c.events[l.free].stack) == Phase::ZeroGrad;
@@ -171,7 +172,7 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
   std::vector<std::vector<const Lifetime*>*> site_of_stack(c.s.stack_count(), nullptr);  // into by_site, named once a stack
   for (const Lifetime& l : c.live_at_peak()) {
     const bool before = l.alloc == kBeforeWindow;
-    if ((!before && (l.alloc < sp.first || l.alloc >= c.p)) || !l.live_at(c.p)) continue;
+    if (!before && (l.alloc < sp.first || l.alloc >= c.p)) continue;
     if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward) continue;
     auto*& site = site_of_stack[l.stack];
     if (!site) site = &by_site[site_label(c.s, l.stack)];
@@ -229,7 +230,7 @@ std::optional<Pattern> forward_tensors_after_backward(PeakContext& c) {
   }
   SiteBytes kept;
   for (const Lifetime& l : c.live_at_peak()) {
-    if (l.alloc == kBeforeWindow || l.alloc >= c.p || !l.live_at(c.p)) continue;
+    if (l.alloc == kBeforeWindow || l.alloc >= c.p) continue;
     const std::size_t sp = c.span_of(l.alloc);
     if (sp == SIZE_MAX || !done[sp] || c.stack_phase(l.stack) != Phase::Forward) continue;
     kept.add(c.s, l);
@@ -265,7 +266,7 @@ std::optional<Pattern> optimizer_step_temporaries(PeakContext& c) {
   const PhaseSpan& sp = c.d.spans[c.span];
   SiteBytes temps;
   for (const Lifetime& l : c.live_at_peak()) {
-    if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p || !l.live_at(c.p)) continue;
+    if (l.alloc == kBeforeWindow || l.alloc < sp.first || l.alloc >= c.p) continue;
     if (l.free == kStillLive || l.free >= sp.end) continue;
     // torch.optim's own foreach / fused kernels already update in place as far as they can: only
     // a hand-written update (user or third-party code) is to change.
@@ -325,7 +326,7 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   std::uint64_t largest = 0;
   for (const Lifetime& l : c.live_at_peak()) {
     const StackId stack = allocating_stack(l);
-    if (stack == kNoStack || !l.live_at(c.p)) continue;
+    if (stack == kNoStack) continue;
     auto it = memo.find(stack);
     if (it == memo.end()) it = memo.emplace(stack, attention_stack(c.s, stack)).first;
     if (!it->second) continue;

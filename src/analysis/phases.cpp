@@ -113,20 +113,6 @@ class EventBits {
     while (from < to) n += test(from++);
     return n;
   }
-  // Events of the set before k (k < 64 x words).
-  std::size_t count_before(std::size_t k, const std::vector<std::uint32_t>& before_word) const {
-    return before_word[k / 64] + static_cast<std::size_t>(std::popcount(words_[k / 64] & ((std::uint64_t{1} << (k % 64)) - 1)));
-  }
-  // Per word: the events of the set in the words before it.
-  std::vector<std::uint32_t> counts_before_words() const {
-    std::vector<std::uint32_t> before(words_.size());
-    std::uint32_t n = 0;
-    for (std::size_t w = 0; w < words_.size(); ++w) {
-      before[w] = n;
-      n += static_cast<std::uint32_t>(std::popcount(words_[w]));
-    }
-    return before;
-  }
   std::uint64_t word(std::size_t w) const { return words_[w]; }
   std::size_t words() const { return words_.size(); }
 
@@ -180,26 +166,34 @@ class ForwardFrees {
         bits_.set(lt.free);
       }
     }
-    before_word_ = bits_.counts_before_words();
-    alloc_.resize(bits_.words() == 0 ? 0 : before_word_.back() + static_cast<std::size_t>(std::popcount(bits_.word(bits_.words() - 1))));
+    before_word_.resize(bits_.words());
+    std::uint32_t n = 0;
+    for (std::size_t w = 0; w < bits_.words(); ++w) {
+      before_word_[w] = n;
+      n += static_cast<std::uint32_t>(std::popcount(bits_.word(w)));
+    }
+    alloc_.resize(n);
     for (const auto& [free, alloc] : frees) alloc_[rank(free)] = alloc;  // a later lifetime's wins, as in order
   }
   const EventBits& bits() const { return bits_; }
-  // The position of forward free k (an event of the set) among them, in event order.
-  std::size_t rank(std::size_t k) const { return bits_.count_before(k, before_word_); }
+  // The forward frees before event k: the position among them (in event order) of the one at k,
+  // or of the first one after k. k < 64 x the bits' words.
+  std::size_t rank(std::size_t k) const {
+    return before_word_[k / 64] + static_cast<std::size_t>(std::popcount(bits_.word(k / 64) & ((std::uint64_t{1} << (k % 64)) - 1)));
+  }
   EventIndex alloc(std::size_t rank) const { return alloc_[rank]; }
 
  private:
   EventBits bits_;
-  std::vector<std::uint32_t> before_word_;
+  std::vector<std::uint32_t> before_word_;  // per word of bits_: the forward frees in the words before it
   std::vector<EventIndex> alloc_;
 };
 
-// Calls fn(k) for each event of a or b in [from, to), in order.
+// Calls fn(k) for each event of a, or of b when there is one, in [from, to), in order.
 template <typename Fn>
-void for_each_event(const EventBits& a, const EventBits& b, std::size_t from, std::size_t to, Fn&& fn) {
+void for_each_event(const EventBits& a, const EventBits* b, std::size_t from, std::size_t to, Fn&& fn) {
   for (std::size_t w = from / 64; w < a.words() && w * 64 < to; ++w) {
-    std::uint64_t bits = a.word(w) | b.word(w);
+    std::uint64_t bits = b ? a.word(w) | b->word(w) : a.word(w);
     if (w == from / 64) bits &= ~std::uint64_t{0} << (from % 64);
     while (bits != 0) {
       const std::size_t k = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
@@ -225,7 +219,6 @@ void infer_backward_from_frees(std::vector<std::uint8_t>& phases, const Lifetime
   const EventBits allocs = alloc_bits(lifetimes, events.size());
   const ForwardFrees forward_frees(lifetimes, phases, allocs, events.size());
   const EventBits labelled = labelled_bits(phases);
-  const EventBits none(events.size());
   std::size_t pass_start = 0;
   std::int64_t fwd_live = 0;       // forward allocations of this pass still live
   std::int64_t live_at_mark = 0;   // fwd_live at the last forward event
@@ -237,7 +230,7 @@ void infer_backward_from_frees(std::vector<std::uint8_t>& phases, const Lifetime
     std::uint64_t freed = 0;
     EventIndex last_alloc = kBeforeWindow;
     std::size_t rank = from < events.size() ? forward_frees.rank(from) : 0;
-    for_each_event(forward_frees.bits(), none, from, to, [&](std::size_t k) {
+    for_each_event(forward_frees.bits(), nullptr, from, to, [&](std::size_t k) {
       const EventIndex a = forward_frees.alloc(rank++);
       if (a < pass_start) return;
       if (frees > 0 && a < last_alloc) ++lifo;
@@ -256,7 +249,7 @@ void infer_backward_from_frees(std::vector<std::uint8_t>& phases, const Lifetime
     }
   };
   std::size_t freed_seen = 0;  // forward frees visited so far: the rank of the next one
-  for_each_event(labelled, forward_frees.bits(), 0, events.size(), [&](std::size_t k) {
+  for_each_event(labelled, &forward_frees.bits(), 0, events.size(), [&](std::size_t k) {
     const std::uint8_t phase = phases[k];
     const bool forward_free = forward_frees.bits().test(k);
     const EventIndex freed_alloc = forward_free ? forward_frees.alloc(freed_seen++) : kBeforeWindow;
