@@ -138,8 +138,28 @@ class BigVector {
   }
   void pop_back() { set_size(size_ - 1); }
   void clear() { set_size(0); }
+  // The same memory as a vector of U, an element type of the same size: the elements' bytes
+  // stay, for the caller to rewrite as U one by one (memcpy); this vector is left empty.
+  template <typename U>
+  BigVector<U> rebind() && {
+    static_assert(sizeof(U) == sizeof(T));
+    BigVector<U> out;
+    out.data_ = reinterpret_cast<U*>(data_);
+    out.size_ = size_;
+    out.capacity_ = capacity_;
+    out.mapped_ = mapped_;
+    out.written_ = written_;
+    out.prefaulted_ = prefaulted_;
+    out.prefault_at_ = prefault_at_;
+    data_ = nullptr;
+    size_ = capacity_ = mapped_ = written_ = prefaulted_ = 0;
+    prefault_at_ = big_vector_detail::kPrefaultFrom;
+    return out;
+  }
 
  private:
+  template <typename>
+  friend class BigVector;
   void prefault() {
     prefaulted_ = big_vector_detail::prefault_ahead(data_, mapped_, size_ * sizeof(T), prefaulted_);
     prefault_at_ = size_ * sizeof(T) + big_vector_detail::kPrefaultStep;

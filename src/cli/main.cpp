@@ -50,7 +50,7 @@ int run_dump(int argc, char** argv) {
   const auto max_events = max_events_option(max_events_text);
   if (!max_events) return kExitUsage;
   return guarded(path, [&] {
-    const auto loaded = memsnap::load_snapshot(path, {*max_events});
+    const auto loaded = memsnap::load_snapshot(path, {.max_trace_events = *max_events, .split = {}});
     const int error = memsnap::write_dump(loaded.snapshot, *memsnap::parse_dump_what(what), stdout);
     return memsnap::cli::stdout_written(error) ? 0 : kExitInput;
   });
@@ -132,7 +132,7 @@ int run_analyze(int argc, char** argv) {
                                : group_by == "label" ? memsnap::SiteGrouping::Label
                                                      : memsnap::SiteGrouping::Site;
     if (!device_used.empty()) request.options.device_used = memsnap::parse_size(device_used);
-    request.load = memsnap::LoadOptions{*max_events};
+    request.load = memsnap::LoadOptions{.max_trace_events = *max_events, .split = {}};
     memsnap::cli::RunOutput out;
     try {
       out = memsnap::cli::run_memsnap(request);

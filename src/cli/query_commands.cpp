@@ -109,7 +109,7 @@ int write_or_fail(const std::string& text, const std::string& out_path) {
 template <typename Render>
 int answer(const QueryArgs& a, const MomentQuery& query, Render&& render) {
   return guarded(a.path, [&] {
-    const auto loaded = load_snapshot(a.path, {a.max_events});
+    const auto loaded = load_snapshot(a.path, {.max_trace_events = a.max_events, .split = {}});
     const auto timelines = build_timelines(loaded.snapshot);
     const MomentView view = view_moment(loaded.snapshot, timelines, query);
     return write_or_fail(render(loaded, view), a.out_path);

@@ -16,9 +16,6 @@
 namespace memsnap {
 namespace {
 
-constexpr std::uint32_t kFrameTag = 1;
-constexpr std::uint32_t kStackTag = 2;
-
 template <typename Fn>
 void for_each_pair(const Document& doc, const Value& dict, Fn&& fn) {
   const Value* key = nullptr;

@@ -23,6 +23,10 @@ void read_roundup_divisions(const Value& dict, const Document& doc, AllocatorSet
 
 class SnapshotBuilder final : public TraceEntrySink {
  public:
+  // The tags of the interned values the builder puts in the memo for frame dicts and frames lists.
+  static constexpr std::uint32_t kFrameTag = 1;
+  static constexpr std::uint32_t kStackTag = 2;
+
   // input_bytes: the size of what the reader reads; the segments, blocks and annotations the
   // model copies out of it may take at most max(32 MiB, 2x) that (see grow_model).
   SnapshotBuilder(Snapshot& snapshot, std::uint64_t max_trace_events, std::uint64_t input_bytes = 0);
@@ -35,6 +39,9 @@ class SnapshotBuilder final : public TraceEntrySink {
   Value intern_frame_ids(const std::uint32_t* ids, std::size_t count) override;
   std::optional<Value> converted(std::uint64_t index) override;
   void released(std::uint64_t first) override;
+  bool adopt_split(std::size_t device, SplitTrace& split, std::size_t count, std::size_t stack_count,
+                   const std::function<const Value&(std::uint64_t)>& slot, const Document& doc,
+                   std::vector<Value>& stacks) override;  // builder_split.cpp
 
   // Reads everything not streamed (segments, settings, annotations, unstreamed traces) from the
   // document's root and puts each device's kept events in chronological order.

@@ -2,6 +2,7 @@
 #include "model/event_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -36,6 +37,40 @@ void EventStore::start_batch(std::size_t device) {
   open_ = true;
 }
 
+void EventStore::add_split(std::size_t device, BigVector<SplitEvent>&& events, SplitTables&& tables) {
+  if (events.empty()) return;
+  start_batch(device);
+  static_assert(sizeof(SplitEvent) == sizeof(TraceEvent));
+  current_->all = std::move(events).rebind<TraceEvent>();  // rewritten by store()
+  current_->tables = std::move(tables);
+  current_->count = current_->all.size();
+  entries_[device] += current_->count;
+  hand_over();
+}
+
+namespace {
+
+// The split's events rewritten in place as the TraceEvents the reader would have stored.
+void rewrite_split_events(TraceEvents& events, const EventStore::SplitTables& tables) {
+  for (TraceEvent& slot : events) {
+    SplitEvent se;
+    std::memcpy(&se, &slot, sizeof se);
+    TraceEvent e;
+    e.addr = se.addr;
+    e.size = se.size;
+    e.time_us = se.time_us;
+    e.has_time = se.has_time;
+    e.action = tables.actions[se.action];
+    e.stream_id = tables.streams[se.stream];
+    e.stack = se.stack == SplitTrace::kNoStack                               ? kNoStack
+              : (se.stack & SplitTrace::kResolved) == SplitTrace::kResolved ? se.stack & SplitTrace::kIndex
+                                                                             : tables.stacks[se.stack];
+    std::memcpy(&slot, &e, sizeof e);
+  }
+}
+
+}  // namespace
+
 void EventStore::hand_over() {
   std::unique_ptr<Batch> next;
   if (worker_.joinable()) {
@@ -57,8 +92,10 @@ void EventStore::submit(std::unique_ptr<Batch> batch) {
     return;
   }
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return full_.size() < kQueueDepth || error_; });
+  // Behind a split's events (millions in one batch) the reader does not wait: its batches queue up.
+  changed_.wait(lock, [&] { return full_.size() < kQueueDepth || bulk_ > 0 || error_; });
   if (error_) std::rethrow_exception(error_);
+  if (!batch->all.empty()) ++bulk_;
   full_.push_back(std::move(batch));
   lock.unlock();
   changed_.notify_all();
@@ -81,8 +118,12 @@ void EventStore::work() {
       std::lock_guard lock(mutex_);
       error_ = std::current_exception();
     }
+    const bool bulk = !batch->all.empty();
+    batch->all = TraceEvents();
+    batch->tables = SplitTables();
     {
       std::lock_guard lock(mutex_);
+      if (bulk) --bulk_;
       empty_.push_back(std::move(batch));
     }
     changed_.notify_all();
@@ -90,7 +131,11 @@ void EventStore::work() {
 }
 
 // Only this function (on the worker while reading) changes snap_.device_traces until finish().
-void EventStore::store(const Batch& batch) {
+void EventStore::store(Batch& batch) {
+  if (!batch.tables.actions.empty()) {
+    rewrite_split_events(batch.all, batch.tables);
+    batch.tables = SplitTables();
+  }
   if (batch.device >= snap_.device_traces.size()) {
     snap_.device_traces.resize(batch.device + 1);
     ring_next_.resize(batch.device + 1, 0);
@@ -101,15 +146,16 @@ void EventStore::store(const Batch& batch) {
   if (trace.total == 0) pairer = std::make_unique<EventPairer>();
   trace.total += batch.count;
   std::size_t k = 0;
+  const TraceEvent* events = batch.data();
   if (trace.events.size() < max_events_) {
     k = std::min<std::size_t>(batch.count, max_events_ - trace.events.size());
-    trace.events.append(batch.events, k);
-    if (pairer) pairer->add(batch.events, k);
+    trace.events.append(events, k);
+    if (pairer) pairer->add(events, k);
   }
   if (k < batch.count) pairer.reset();  // the window moves: the analysis pairs what is kept
   std::size_t& next = ring_next_[batch.device];
   for (; k < batch.count; ++k) {
-    trace.events[next] = batch.events[k];
+    trace.events[next] = events[k];
     next = (next + 1) % trace.events.size();
     ++trace.dropped;
   }

@@ -17,6 +17,7 @@
 
 #include "model/event_pairing.h"
 #include "model/snapshot.h"
+#include "read/split_trace.h"
 
 namespace memsnap {
 
@@ -32,6 +33,15 @@ class EventStore {
     current_->events[current_->count++] = event;
     ++entries_[device];
   }
+  // The trace split's events (read/split_trace.h) after those added so far, in one hand-over:
+  // the worker rewrites them as TraceEvents (their stacks by the tables, a resolved reference as
+  // it stands) while the reader reads on.
+  struct SplitTables {
+    std::vector<StackId> stacks;    // by local stack
+    std::vector<StreamId> streams;  // by the split's stream index
+    std::vector<Action> actions;    // by the split's action index
+  };
+  void add_split(std::size_t device, BigVector<SplitEvent>&& events, SplitTables&& tables);
   // Makes device_traces[device] exist even when it holds no events.
   void ensure_device(std::size_t device);
   // Entries added so far for `device` (for messages while reading).
@@ -47,11 +57,14 @@ class EventStore {
     std::size_t device = 0;
     std::size_t count = 0;
     TraceEvent events[kBatchEvents];
+    TraceEvents all;  // add_split's events instead of `events` when not empty
+    SplitTables tables;  // how to rewrite them (until stored)
+    const TraceEvent* data() const { return all.empty() ? events : all.data(); }
   };
   void start_batch(std::size_t device);
   void hand_over();  // submits current_ (an empty one still creates its device's trace)
   void submit(std::unique_ptr<Batch> batch);
-  void store(const Batch& batch);  // on the worker (or inline without one)
+  void store(Batch& batch);  // on the worker (or inline without one)
   void work();
 
   Snapshot& snap_;
@@ -71,6 +84,7 @@ class EventStore {
   std::deque<std::unique_ptr<Batch>> full_;
   std::vector<std::unique_ptr<Batch>> empty_;
   bool stop_ = false;
+  std::size_t bulk_ = 0;  // add_split batches queued or being stored
   std::exception_ptr error_;
 };
 

@@ -1,6 +1,10 @@
 // load_snapshot: reader selection by content, streaming trace entries into the builder.
 #include "model/load.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "base/phase_timer.h"
 #include "model/builder.h"
 #include "read/json_reader.h"
@@ -18,9 +22,11 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
   Document doc;
   SnapshotBuilder builder(out.snapshot, options.max_trace_events, input.bytes().size());
   if (input.format == Format::Pickle) {
-    const PickleInfo info = read_pickle(input.bytes(), doc, &builder, input.file_backed());
+    const PickleInfo info = read_pickle(input.bytes(), doc, &builder, input.file_backed(), options.split);
     out.input.pickle_protocol = info.protocol;
     out.input.trailing_bytes = info.trailing_bytes;
+    out.input.trace_entries = info.streamed_entries;
+    out.input.split_trace_entries = info.split_entries;
     builder.finish(doc);
   } else {
     JsonReader reader;
@@ -32,7 +38,15 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
 
 LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options) {
   PhaseTimer timer("read");
-  return load_snapshot_bytes(open_input(path), path, options);
+  LoadOptions tuned = options;
+  if (const char* v = std::getenv("MEMSNAP_SPLIT"); v && std::string_view(v) == "0") tuned.split.enabled = false;
+  LoadedSnapshot loaded = load_snapshot_bytes(open_input(path), path, tuned);
+  if (profiling_enabled()) {
+    std::fprintf(stderr, "memsnap: profile: split %llu of %llu trace entries\n",
+                 static_cast<unsigned long long>(loaded.input.split_trace_entries),
+                 static_cast<unsigned long long>(loaded.input.trace_entries));
+  }
+  return loaded;
 }
 
 }  // namespace memsnap

@@ -13,9 +13,10 @@ constexpr std::size_t kAhead = 2 * MappingPager::kStep;  // mapped in advance of
 constexpr std::size_t kBehind = MappingPager::kStep / 2;  // kept behind it (recent strings)
 }  // namespace
 
-MappingPager::MappingPager(const std::uint8_t* data, std::size_t size)
+MappingPager::MappingPager(const std::uint8_t* data, std::size_t size, std::size_t from, bool own_thread)
     : data_(data), size_(size), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
-  if (worker_count() > 1 && size_ > kAhead) worker_ = std::thread([this] { work(); });
+  released_upto_ = populated_upto_ = (from + page_ - 1) / page_ * page_;
+  if (own_thread && worker_count() > 1 && size_ > kAhead) worker_ = std::thread([this] { work(); });
 }
 
 MappingPager::~MappingPager() { stop_worker(worker_, mutex_, changed_, stop_); }

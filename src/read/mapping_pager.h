@@ -14,7 +14,9 @@ namespace memsnap {
 
 class MappingPager {
  public:
-  MappingPager(const std::uint8_t* data, std::size_t size);
+  // `from`: where reading starts (nothing before it is handed back); `own_thread`: false keeps
+  // the work on the caller's thread (the trace split's second thread, read/split_trace.h).
+  MappingPager(const std::uint8_t* data, std::size_t size, std::size_t from = 0, bool own_thread = true);
   ~MappingPager();
   MappingPager(const MappingPager&) = delete;
   MappingPager& operator=(const MappingPager&) = delete;

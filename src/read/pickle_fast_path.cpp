@@ -143,7 +143,8 @@ template <bool kFrames>
     if (index >= memo_.size()) return false;
     const Value& v = memo_[index];
     if (v.kind != Kind::Dict && v.kind != Kind::Interned) return false;
-    id = sink_->frame_id(v, doc_);
+    // The trace split's thread names a slot it cannot see by the slot (split_trace.h).
+    id = is_split_slot(v) ? SplitTrace::kSlot | static_cast<std::uint32_t>(index) : sink_->frame_id(v, doc_);
     memo_.cache_frame(index, id);
   }
   fast_frame_ids_.push_back(id);
@@ -530,6 +531,7 @@ template <bool kFrames>
     if (index >= memo_.size()) return false;
     v = memo_[index];
     if (v.kind == Kind::Released) return false;
+    if (is_split_slot(v)) [[unlikely]] v.u = index;  // the trace split's thread: which slot
     p += length;
     return true;
   }
@@ -632,7 +634,9 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
         has_time |= field == TraceField::Time;
         break;
       case TraceField::Action:
-        if (!keyed_value<kFrames>(p, known, f.action, false) || f.action.kind != Kind::Str) return false;
+        if (!keyed_value<kFrames>(p, known, f.action, false) || (f.action.kind != Kind::Str && !is_split_slot(f.action))) {
+          return false;
+        }
         break;
       case TraceField::Frames:
         if (!typed_value<kFrames>(p, f.frames, false)) return false;
@@ -693,6 +697,16 @@ bool PickleVm::try_fast_entry() {
   }
   fast_limit_ = size_;
   return typed_entry<true>() || fast_entry<true>();
+}
+
+// The trace split's thread: try_fast_entry without the key/value path (the thread stops where the typed path cannot go).
+bool PickleVm::typed_split_entry() {
+  if (pos_ < frame_end_) {
+    fast_limit_ = frame_end_;
+    if (typed_entry<false>()) return true;
+  }
+  fast_limit_ = size_;
+  return typed_entry<true>();
 }
 
 // After one fast entry the rest of the batch usually follows: take the entries in a loop rather

@@ -159,6 +159,8 @@ void PickleVm::dispatch() {
           m.memo = memo_.size();
         }
       }
+      if (split_ && adopt_split(m)) return;  // batches the second thread decoded follow
+      if (m.device >= 0 && !split_tried_ && split_tuning_.enabled) [[unlikely]] maybe_start_split();
       marks_.push_back(m);
       return;
     }
@@ -318,8 +320,10 @@ const char* pickle_opcode_name(std::uint8_t byte) {
   return opcode ? opcode->name : nullptr;
 }
 
-PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages) {
+PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages,
+                       const SplitTuning& split) {
   pickle_vm::PickleVm vm(bytes, doc, sink, drop_pages);
+  vm.set_split_tuning(split);
   return vm.run();
 }
 

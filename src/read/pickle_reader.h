@@ -3,10 +3,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
+#include "read/split_trace.h"
 #include "read/value.h"
 
 namespace memsnap {
@@ -44,7 +47,8 @@ class TraceEntrySink {
   // reader's fast path decodes it without building the dict.
   virtual void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) = 0;
   // What a trace-entry key means (called once per distinct key string and position; Unknown
-  // makes the reader hand the entry over as pairs so the key can be counted).
+  // makes the reader hand the entry over as pairs so the key can be counted). It must depend on
+  // the key alone: the trace split's second thread calls it too.
   virtual TraceField trace_field(std::string_view key) = 0;
   // The same entry decoded straight into its fields (PyTorch's usual shape, nearly every entry).
   virtual void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) = 0;
@@ -58,6 +62,18 @@ class TraceEntrySink {
   // nullopt to mark it released.
   virtual std::optional<Value> converted(std::uint64_t index) = 0;
   virtual void released(std::uint64_t first) = 0;
+  // Entries of device_traces[device] that the trace split's second thread decoded (split.events
+  // [0, count), read/split_trace.h), to take in file order exactly as trace_fields would have
+  // taken them. `slot(n)` is the reader's memo slot n now; `doc` the reader's arena. Fills
+  // `stacks` with the value the memo holds for each of the first `stack_count` local stacks (what
+  // intern_frame_ids returned for it). False when the sink takes no split events (then the
+  // reader decodes those entries itself).
+  virtual bool adopt_split(std::size_t device, SplitTrace& split, std::size_t count, std::size_t stack_count,
+                           const std::function<const Value&(std::uint64_t)>& slot, const Document& doc,
+                           std::vector<Value>& stacks) {
+    (void)device, (void)split, (void)count, (void)stack_count, (void)slot, (void)doc, (void)stacks;
+    return false;
+  }
 };
 
 struct PickleInfo {
@@ -66,12 +82,15 @@ struct PickleInfo {
   std::size_t trailing_bytes = 0;  // bytes after STOP (tolerated)
   std::size_t memo_entries = 0;
   std::size_t streamed_entries = 0;  // trace entries handed to the sink
+  std::size_t split_entries = 0;     // of which the trace split's second thread decoded
 };
 
 // Reads one pickle from `bytes` into `doc` (doc.root is set). Throws InputError on anything that
 // is not plain data or is malformed. `sink` may be null (then traces stay in the document).
 // `drop_pages`: the bytes are a read-only file mapping whose consumed pages may be released.
-PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages = false);
+// `split`: whether and where a second thread decodes part of a long trace (read/split_trace.h).
+PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages = false,
+                       const SplitTuning& split = {});
 
 // The opcode's name for messages ("GLOBAL", "REDUCE", ...), or nullptr for unknown bytes.
 const char* pickle_opcode_name(std::uint8_t op);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +25,24 @@
 #include "read/value.h"
 
 namespace memsnap::pickle_vm {
+
+// Interned tags of the trace split's second thread (trace_split.cpp): a slot it takes from the
+// reader's memo as it stands at the split (the slot's number in the value the fast path copies
+// out), and a stack it interned itself.
+inline constexpr std::uint32_t kSplitSlotTag = 0x53504c54u;
+inline constexpr std::uint32_t kSplitStackTag = 0x53504c53u;
+inline bool is_split_slot(const Value& v) { return v.kind == Kind::Interned && v.aux == kSplitSlotTag; }
+
+// Where the second thread finished a batch of entries: what the reader adopts up to there.
+struct SplitCheckpoint {
+  std::size_t pos = 0;        // just after the batch's APPENDS
+  std::size_t frame_end = 0;  // the pickle frame there (0: no FRAME opcode seen yet)
+  std::size_t events = 0;     // SplitTrace::events decoded by then
+  std::size_t memo = 0;       // the memo's size then
+  std::size_t stacks = 0;     // local stacks by then
+};
+
+class TraceSplitter;
 
 struct MarkInfo {
   std::size_t pos;          // stack index where the marked items begin
@@ -74,6 +94,7 @@ class Memo {
   }
   void set(std::size_t i, const Value& v) {
     ++slot_epoch_;
+    low_water_ = std::min(low_water_, i);
     slots_[i] = restore(slots_[i], v);
     if (i < frame_ids_.size()) forget_frame(i);
   }
@@ -81,6 +102,7 @@ class Memo {
   // same frame (or stack) as an interned value, so a cached frame id stays valid.
   void set_converted(std::size_t i, const Value& v) {
     ++slot_epoch_;
+    low_water_ = std::min(low_water_, i);
     slots_[i] = restore(slots_[i], v);
   }
   // The sink's frame id for the frame value at dense slot i, cached until the slot changes.
@@ -98,13 +120,14 @@ class Memo {
     frame_ids_[i] = id + 1;
   }
   void set_sparse(std::size_t i, const Value& v) {
+    low_water_ = std::min(low_water_, i);
     const auto it = sparse_.find(i);
     if (it == sparse_.end()) return void(sparse_.emplace(i, store(v)));
     ++slot_epoch_;
     it->second = restore(it->second, v);
   }
   void resize(std::size_t n) {
-    if (n < slots_.size()) ++generation_, ++slot_epoch_;
+    if (n < slots_.size()) ++generation_, ++slot_epoch_, low_water_ = std::min(low_water_, n);
     for (std::size_t k = n; k < std::min(slots_.size(), frame_ids_.size()); ++k) forget_frame(k);
     slots_.resize(n, 0);
   }
@@ -119,6 +142,27 @@ class Memo {
   std::uint64_t slot_epoch() const { return slot_epoch_; }
   // Entries of the value table (the shared released entry included).
   std::size_t value_entries() const { return values_.size(); }
+
+  // ---- for the trace split (trace_split.cpp) ----
+  // The lowest slot overwritten or dropped since the last reset_low_water (SIZE_MAX: none).
+  std::size_t low_water() const { return low_water_; }
+  void reset_low_water() { low_water_ = SIZE_MAX; }
+  // The second thread's memo: this one's slots, each container (of the reader's arena) replaced
+  // by `marker`, then `marker` up to slot `base` (the slots the reader writes before the split).
+  Memo split_copy(const Value& marker) const {
+    Memo copy(*this);
+    for (Value& v : copy.values_) {
+      if (v.is_container()) v = marker;
+    }
+    copy.split_marker_ = copy.append(marker);
+    return copy;
+  }
+  void fill_split_slots(std::size_t base) { slots_.resize(std::max(base, slots_.size()), split_marker_); }
+  // The value entry an equal value would be stored in (a new one when none is shared).
+  std::uint32_t entry_for(const Value& v) { return store(v); }
+  // The value entry of dense slot i; appends dense slots holding the given entries.
+  std::uint32_t slot_entry(std::size_t i) const { return slots_[i]; }
+  void append_entries(const std::uint32_t* entries, std::size_t count) { slots_.append(entries, count); }
 
  private:
   void forget_frame(std::size_t i) {
@@ -185,6 +229,8 @@ class Memo {
   std::uint64_t generation_ = 0;
   std::uint64_t frame_epoch_ = 0;
   std::uint64_t slot_epoch_ = 0;
+  std::size_t low_water_ = SIZE_MAX;
+  std::uint32_t split_marker_ = 0;
 };
 
 // The frames list being decoded, as frame ids: a buffer the frames-list loop writes through a
@@ -211,13 +257,20 @@ class FrameIdList {
 
 class PickleVm {
  public:
-  PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages)
-      : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink) {
-    stack_.reserve(4096);
-    if (drop_pages) pager_.emplace(data_, size_);
-  }
+  PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages);
+  ~PickleVm();  // both in trace_split.cpp, where TraceSplitter is complete
 
   PickleInfo run();
+  void set_split_tuning(const SplitTuning& tuning) { split_tuning_ = tuning; }
+
+  // ---- the trace split's second thread (trace_split.cpp) ----
+  // Decodes batches of trace entries from `start` (a batch's MARK) with `memo`, the typed fast
+  // path only, until an entry it does not take, the end of the list or `stop`; a checkpoint at
+  // every batch end.
+  // drop_pages: hand back the file's pages behind it (MappingPager, on this thread).
+  void run_split(std::size_t start, bool drop_pages, Memo memo, const SplitTrace& trace,
+                 std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop);
+  const Memo& memo() const { return memo_; }
 
  private:
   // ---- input ----
@@ -324,6 +377,7 @@ class PickleVm {
   }
   void skip_frames_slow(std::size_t& p);  // also notes where the frame ends
   bool try_fast_entry();
+  bool typed_split_entry();
   bool try_reference_list();
   void continue_fast_entries();
   template <bool kFrames>
@@ -403,6 +457,15 @@ class PickleVm {
   bool stopped_ = false;
   bool released_any_ = false;
   std::optional<MappingPager> pager_;  // for a file mapping: release-behind, map-ahead
+  // The trace split (trace_split.cpp): started at a batch MARK of a long trace, adopted at the
+  // MARK where the second thread started.
+  SplitTuning split_tuning_{.enabled = false};
+  bool split_tried_ = false;
+  std::unique_ptr<TraceSplitter> split_;
+  void maybe_start_split();
+  bool adopt_split(const MarkInfo& mark);
+  std::size_t valid_split_checkpoints(const TraceSplitter& split) const;
+  void append_split_memo(const TraceSplitter& split, const SplitCheckpoint& at, const std::vector<Value>& stacks);
   std::size_t next_advance_ = 0;
   void advance_pager() {
     if (pager_ && pos_ >= next_advance_) {

@@ -55,7 +55,7 @@ TempDir::TempDir(const std::string& name)
 TempDir::~TempDir() { std::filesystem::remove_all(path); }
 
 LoadedSnapshot load_bytes(const std::vector<std::uint8_t>& bytes, std::uint64_t max_events) {
-  return load_snapshot_bytes(input_from_memory(bytes), "test", {max_events});
+  return load_snapshot_bytes(input_from_memory(bytes), "test", {.max_trace_events = max_events, .split = {}});
 }
 
 std::string load_error(const std::vector<std::uint8_t>& bytes) {

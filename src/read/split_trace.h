@@ -1,0 +1,79 @@
+// The trace split: a second thread decodes the later part of a long device_traces list while the
+// reader decodes the part before it, and the reader adopts what it decoded (trace_split.cpp).
+//
+// The second thread starts at a batch of entries (APPENDS MARK EMPTY_DICT MEMOIZE MARK) about
+// halfway through what is left of the file. Its memo is a copy of the reader's as it stood when the
+// thread started, with every slot it cannot know (a container of the reader's arena, or a slot the
+// reader writes before the split) held as a reference to the reader's slot, and its own slots
+// numbered from the memo size the reader will have at the split (learned from the trace: an
+// alloc's new frames list and the free that names it by slot number). When the reader reaches the
+// split it checks that number, stops the thread at its next batch end, resolves the references
+// against its own memo, hands the events to the sink in file order, appends the thread's memo
+// slots to its own, and reads on after the last batch the thread finished. Anything the thread
+// does not take exactly as the reader would (an entry the typed fast path refuses, a new frame
+// dict, a 2026 field with content, a container) ends its work at the batch before it, and the
+// reader decodes the rest itself: the result is the serial read's, byte for byte.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstddef>
+#include <vector>
+
+#include "base/big_vector.h"
+#include "read/value.h"
+
+namespace memsnap {
+
+// How the reader splits (the defaults are what the CLI uses; tests force small splits).
+struct SplitTuning {
+  bool enabled = true;
+  std::size_t min_bytes = std::size_t(64) << 20;  // split only when this much of the file is left at the trace
+  double at = 0.5;                                // the second thread starts this far into what is left
+  bool on_one_core = false;                       // start the thread even on a single-core machine
+  std::size_t after_entries = 4096;               // entries streamed first (the trace's keys are memoized by then)
+  std::ptrdiff_t base_error = 0;                  // tests: added to the memo size the thread learns
+};
+
+// One trace entry as the second thread decoded it (32 bytes).
+struct SplitEvent {
+  std::uint64_t addr = 0;
+  std::uint64_t size = 0;
+  std::int64_t time_us = 0;
+  std::uint32_t stack = 0;   // SplitTrace::kNoStack, a local stack, or a reference (see below)
+  std::uint16_t stream = 0;  // index into SplitTrace::streams
+  std::uint8_t action = 0;   // index into SplitTrace::actions
+  bool has_time = false;
+};
+static_assert(sizeof(SplitEvent) == 32);
+
+// What the second thread decoded, in file order. References (frames of a local stack, an event's
+// stack) are 32-bit: kSlot | n names the reader's memo slot n (at most 2^28), kValue | k names
+// values[k] (a value of the reader's memo the thread copied, such as an interned stack or frame);
+// otherwise a local stack's index (an event) or a frame id the reader's memo had cached (a frame).
+struct SplitTrace {
+  static constexpr std::uint32_t kSlot = 0x80000000u;
+  static constexpr std::uint32_t kValue = 0x40000000u;
+  static constexpr std::uint32_t kIndex = 0x3fffffffu;
+  static constexpr std::uint32_t kNoStack = 0xffffffffu;
+  static bool is_slot(std::uint32_t r) { return r != kNoStack && (r & (kSlot | kValue)) == kSlot; }
+  static bool is_value(std::uint32_t r) { return r != kNoStack && (r & (kSlot | kValue)) == kValue; }
+
+  // An event's stack once the reader resolved its reference (kSlot | kValue | stack id).
+  static constexpr std::uint32_t kResolved = kSlot | kValue;
+
+  BigVector<SplitEvent> events;
+  std::vector<Value> actions;                 // the action strs as read (a str, or kSlot's value)
+  std::vector<std::size_t> action_first;      // by action: its first event
+  std::vector<std::int64_t> streams;          // the streams, as read
+  std::vector<std::size_t> stream_first;      // by stream: its first event
+  std::vector<std::uint32_t> stack_offsets{0};  // local stack k: stack_frames[offsets[k], offsets[k + 1])
+  std::vector<std::uint32_t> stack_frames;
+  std::vector<std::size_t> stack_first;       // by local stack: the event whose frames list made it
+  std::vector<std::size_t> reference_events;  // the events whose stack is a reference, in order
+  std::vector<Value> values;
+
+  std::size_t stack_count() const { return stack_offsets.size() - 1; }
+};
+
+}  // namespace memsnap

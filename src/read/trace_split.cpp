@@ -1,0 +1,559 @@
+// The trace split (see read/split_trace.h): the second thread's sink and driver, how it learns
+// the memo size at its start, and how the reader checks and adopts what it decoded.
+#include <absl/container/flat_hash_map.h>
+#include <absl/hash/hash.h>
+#include <absl/types/span.h>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <thread>
+
+#include "base/parallel.h"
+#include "read/pickle_vm.h"
+
+namespace memsnap::pickle_vm {
+
+
+
+namespace {
+// The second thread meets something the reader must decode itself: its work ends at the last
+// batch it finished.
+struct SplitStop {};
+}  // namespace
+
+// Entries of PyTorch's usual shape, into SplitTrace; anything that would make the builder do
+// more than trace_fields' plain path (a 2026 field with content, a new frame dict, a container
+// the reader's arena holds) stops the thread.
+class SplitSink final : public TraceEntrySink {
+ public:
+  SplitSink(TraceEntrySink& reader_sink, SplitTrace& out) : reader_sink_(reader_sink), out_(out) {}
+
+  void trace_entry(std::size_t, const Value&, const Document&) override { throw SplitStop{}; }
+  void trace_entry_fields(std::size_t, const Value*, std::size_t, const Document&) override { throw SplitStop{}; }
+  TraceField trace_field(std::string_view key) override { return reader_sink_.trace_field(key); }
+  void trace_fields(std::size_t, const TraceFields& f, const Document&) override {
+    check_no_event_facts(f);
+    SplitEvent e;
+    e.addr = f.addr;
+    e.size = f.size;
+    e.time_us = f.time_us;
+    e.has_time = f.has_time;
+    e.action = action_index(f.action);
+    e.stream = stream_index(f.stream);
+    e.stack = stack_ref(f.frames);
+    if (SplitTrace::is_slot(e.stack) || SplitTrace::is_value(e.stack)) out_.reference_events.push_back(out_.events.size());
+    out_.events.push_back(e);
+  }
+  std::uint32_t frame_id(const Value& frame, const Document&) override {
+    if (frame.kind != Kind::Interned || is_split_slot(frame) || frame.aux == kSplitStackTag) throw SplitStop{};
+    return SplitTrace::kValue | value_index(frame);
+  }
+  Value intern_frame_ids(const std::uint32_t* ids, std::size_t count) override {
+    const std::uint64_t h = absl::HashOf(absl::MakeConstSpan(ids, count));
+    const auto k = static_cast<std::uint32_t>(out_.stack_count());
+    const auto [it, inserted] = stacks_.try_emplace(h, k);
+    if (!inserted) {
+      for (std::uint32_t c = it->second; c != kNone; c = same_hash_[c]) {
+        const std::uint32_t* begin = out_.stack_frames.data() + out_.stack_offsets[c];
+        if (out_.stack_offsets[c + 1] - out_.stack_offsets[c] == count && std::equal(ids, ids + count, begin)) {
+          return Value::interned(kSplitStackTag, c);
+        }
+      }
+    }
+    if (k >= SplitTrace::kIndex) throw SplitStop{};
+    same_hash_.push_back(inserted ? kNone : it->second);
+    it->second = k;
+    out_.stack_frames.insert(out_.stack_frames.end(), ids, ids + count);
+    out_.stack_offsets.push_back(static_cast<std::uint32_t>(out_.stack_frames.size()));
+    out_.stack_first.push_back(out_.events.size());  // the entry being decoded
+    return Value::interned(kSplitStackTag, k);
+  }
+  std::optional<Value> converted(std::uint64_t) override { return std::nullopt; }
+  void released(std::uint64_t) override {}
+
+ private:
+  // What has_no_event_facts (model/builder_2026.cpp) passes, in its plainest form: every 2026
+  // field absent or an empty str, compile_context also "N/A".
+  static void check_no_event_facts(const TraceFields& f) {
+    constexpr unsigned kContext = extra_slot(TraceField::CompileContext);
+    for (unsigned k = 0; k < kTraceExtraCount; ++k) {
+      const Value& v = f.extra[k];
+      if (v.kind == Kind::None) continue;
+      if (v.kind != Kind::Str || k == extra_slot(TraceField::PoolId) || k == extra_slot(TraceField::ForwardFrames)) {
+        throw SplitStop{};
+      }
+      if (v.aux != 0 && !(k == kContext && v.str() == "N/A")) throw SplitStop{};
+    }
+  }
+  std::uint8_t action_index(const Value& action) {
+    for (std::size_t k = 0; k < out_.actions.size(); ++k) {
+      const Value& a = out_.actions[k];
+      if (a.kind == action.kind && a.aux == action.aux && a.u == action.u) return static_cast<std::uint8_t>(k);
+    }
+    if (out_.actions.size() >= 255) throw SplitStop{};
+    out_.actions.push_back(action);
+    out_.action_first.push_back(out_.events.size());
+    return static_cast<std::uint8_t>(out_.actions.size() - 1);
+  }
+  std::uint16_t stream_index(std::int64_t stream) {
+    if (last_stream_ < out_.streams.size() && out_.streams[last_stream_] == stream) return last_stream_;
+    for (std::size_t k = 0; k < out_.streams.size(); ++k) {
+      if (out_.streams[k] == stream) return last_stream_ = static_cast<std::uint16_t>(k);
+    }
+    if (out_.streams.size() >= 0xffff) throw SplitStop{};
+    out_.streams.push_back(stream);
+    out_.stream_first.push_back(out_.events.size());
+    return last_stream_ = static_cast<std::uint16_t>(out_.streams.size() - 1);
+  }
+  std::uint32_t stack_ref(const Value& frames) {
+    if (frames.kind == Kind::None) return SplitTrace::kNoStack;
+    if (frames.kind != Kind::Interned) throw SplitStop{};  // a container of the thread's own arena
+    if (frames.aux == kSplitStackTag) return static_cast<std::uint32_t>(frames.u);
+    if (is_split_slot(frames)) return SplitTrace::kSlot | static_cast<std::uint32_t>(frames.u);
+    return SplitTrace::kValue | value_index(frames);
+  }
+  std::uint32_t value_index(const Value& v) {
+    const auto [it, inserted] = values_.try_emplace(std::make_pair(v.aux, v.u), static_cast<std::uint32_t>(out_.values.size()));
+    if (inserted) {
+      if (out_.values.size() >= SplitTrace::kIndex) throw SplitStop{};
+      out_.values.push_back(v);
+    }
+    return it->second;
+  }
+
+  TraceEntrySink& reader_sink_;
+  SplitTrace& out_;
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  absl::flat_hash_map<std::uint64_t, std::uint32_t> stacks_;  // the latest local stack by its frames' hash
+  std::vector<std::uint32_t> same_hash_;  // by local stack: the one before it with the same hash (kNone)
+  absl::flat_hash_map<std::pair<std::uint32_t, std::uint64_t>, std::uint32_t> values_;
+  std::uint16_t last_stream_ = 0xffff;
+};
+
+namespace {
+
+// ---- learning the memo size at the start ----
+
+constexpr std::size_t kLearnEntries = 50'000;
+constexpr std::size_t kLearnVotes = 8;
+constexpr std::size_t kFindStartBytes = std::size_t(4) << 20;
+constexpr int kNice = 19;  // the second thread's priority: below the reader's and the event store's
+
+// A walk over trace entries that decodes only what the learning needs: the action's text, the
+// address, and the frames list's memo slot (relative to the start when the list is new there).
+class EntryWalk {
+ public:
+  EntryWalk(const std::uint8_t* data, std::size_t size, std::size_t pos, const Memo& memo, TraceEntrySink& sink)
+      : d_(data), size_(size), p_(pos), memo_(memo), sink_(sink) {}
+
+  struct Entry {
+    std::string_view action;
+    std::uint64_t addr = 0;
+    bool new_list = false;      // frames: a list memoized `list` puts after the start
+    bool list_ref = false;      // frames: a reference to slot `list`
+    std::uint64_t list = 0;
+  };
+  // The next entry; false at anything else (the walk ends).
+  bool next(Entry& e) {
+    e = Entry{};
+    skip_frames();
+    if (at(op::kAppends)) {  // a batch ends: the next one must follow
+      ++p_;
+      skip_frames();
+      if (!at(op::kMark)) return false;
+      ++p_;
+      skip_frames();
+    }
+    if (!at(op::kEmptyDict)) return false;
+    ++p_;
+    if (!memoize() || !take(op::kMark)) return false;
+    for (;;) {
+      skip_frames();
+      if (at(op::kSetItems)) {
+        ++p_;
+        return true;
+      }
+      std::uint64_t key;
+      if (!ref(key) || key >= memo_.size() || memo_[key].kind != Kind::Str) return false;
+      const TraceField field = sink_.trace_field(memo_[key].str());
+      if (!value(field, e)) return false;
+    }
+  }
+  std::size_t puts() const { return puts_; }
+
+ private:
+  bool at(std::uint8_t op) const { return p_ < size_ && d_[p_] == op; }
+  bool take(std::uint8_t op) {
+    skip_frames();
+    if (!at(op)) return false;
+    ++p_;
+    return true;
+  }
+  void skip_frames() {
+    while (p_ + 9 <= size_ && d_[p_] == op::kFrame) p_ += 9;
+  }
+  bool memoize() {
+    if (!take(op::kMemoize)) return false;
+    ++puts_;
+    return true;
+  }
+  bool ref(std::uint64_t& index) {
+    skip_frames();
+    if (p_ + 2 <= size_ && d_[p_] == op::kBinGet) {
+      index = d_[p_ + 1];
+      p_ += 2;
+      return true;
+    }
+    if (p_ + 5 <= size_ && d_[p_] == op::kLongBinGet) {
+      std::uint32_t u;
+      std::memcpy(&u, d_ + p_ + 1, 4);
+      index = u;
+      p_ += 5;
+      return true;
+    }
+    return false;
+  }
+  // One scalar, str, reference, 2-tuple or list (of such values); what the entry needs of it.
+  bool value(TraceField field, Entry& e, int depth = 0) {
+    skip_frames();
+    if (p_ + 10 > size_ || depth > 2) return false;
+    const std::uint8_t op = d_[p_];
+    std::uint64_t index;
+    switch (op) {
+      case op::kBinInt1: e.addr = field == TraceField::Addr ? d_[p_ + 1] : e.addr; p_ += 2; return maybe_tuple();
+      case op::kBinInt2: p_ += 3; return maybe_tuple();
+      case op::kBinInt: p_ += 5; return maybe_tuple();
+      case op::kLong1: {
+        const std::size_t n = d_[p_ + 1];
+        if (n > 8 || p_ + 2 + n > size_) return false;
+        std::uint64_t v = 0;
+        for (std::size_t k = 0; k < n; ++k) v |= std::uint64_t(d_[p_ + 2 + k]) << (8 * k);
+        if (field == TraceField::Addr) e.addr = v;
+        p_ += 2 + n;
+        return maybe_tuple();
+      }
+      case op::kNone: case op::kNewTrue: case op::kNewFalse: case op::kEmptyTuple: ++p_; return true;
+      case op::kShortBinUnicode: {
+        const std::size_t n = d_[p_ + 1];
+        if (p_ + 2 + n > size_) return false;
+        if (field == TraceField::Action) e.action = {reinterpret_cast<const char*>(d_ + p_ + 2), n};
+        p_ += 2 + n;
+        skip_frames();
+        if (at(op::kMemoize)) ++p_, ++puts_;
+        return true;
+      }
+      case op::kBinGet: case op::kLongBinGet:
+        if (!ref(index)) return false;
+        if (field == TraceField::Action && index < memo_.size() && memo_[index].kind == Kind::Str) e.action = memo_[index].str();
+        if (field == TraceField::Frames) e.list_ref = true, e.list = index;
+        return true;
+      case op::kEmptyList: {
+        ++p_;
+        skip_frames();
+        if (at(op::kMemoize)) {
+          if (field == TraceField::Frames) e.new_list = true, e.list = puts_;
+          ++p_, ++puts_;
+        }
+        skip_frames();
+        if (at(op::kMark)) {
+          ++p_;
+          for (;;) {
+            skip_frames();
+            if (at(op::kAppends)) return ++p_, true;
+            Entry ignored;
+            if (!value(TraceField::Ignored, ignored, depth + 1)) return false;
+          }
+        }
+        if (at(op::kBinGet) || at(op::kLongBinGet)) {
+          if (!ref(index)) return false;
+          return take(op::kAppend);
+        }
+        return true;
+      }
+      default: return false;
+    }
+  }
+  // A scalar may be the first of a pool-id 2-tuple.
+  bool maybe_tuple() {
+    skip_frames();
+    if (p_ >= size_) return false;
+    const std::uint8_t op = d_[p_];
+    if (op != op::kBinInt1 && op != op::kBinInt2 && op != op::kBinInt && op != op::kLong1) return true;
+    Entry ignored;
+    if (!value(TraceField::Ignored, ignored, 2) || !take(op::kTuple2)) return false;
+    skip_frames();
+    if (at(op::kMemoize)) ++p_, ++puts_;
+    return true;
+  }
+
+  const std::uint8_t* d_;
+  std::size_t size_;
+  std::size_t p_;
+  const Memo& memo_;
+  TraceEntrySink& sink_;
+  std::size_t puts_ = 0;
+};
+
+// The memo size the reader will have at `start` (a batch MARK): an entry whose frames list is new
+// there (memoized j puts after `start`) and a later entry of the same address naming a list by
+// slot n (PyTorch's frees name their alloc's list) say n - j. The most frequent answer in the
+// first kLearnEntries entries, when at least kLearnVotes entries give it and nine in ten agree.
+std::optional<std::size_t> learn_memo_base(const std::uint8_t* data, std::size_t size, std::size_t start,
+                                           const Memo& memo, TraceEntrySink& sink) {
+  EntryWalk walk(data, size, start + 1, memo, sink);
+  absl::flat_hash_map<std::uint64_t, std::uint64_t> new_lists;  // address -> its latest new list, in puts
+  absl::flat_hash_map<std::size_t, std::size_t> votes;
+  std::size_t voted = 0;
+  EntryWalk::Entry e;
+  for (std::size_t n = 0; n < kLearnEntries && walk.next(e); ++n) {
+    if (e.new_list) new_lists[e.addr] = e.list;
+    if (!e.list_ref || e.list < memo.size()) continue;
+    const auto it = new_lists.find(e.addr);
+    if (it == new_lists.end() || e.list < memo.size() + it->second) continue;
+    ++votes[e.list - it->second];
+    if (++voted == 4 * kLearnVotes) break;
+  }
+  std::size_t best = 0, most = 0;
+  for (const auto& [base, count] : votes) {
+    if (count > most) best = base, most = count;
+  }
+  if (most < kLearnVotes || 10 * most < 9 * voted) return std::nullopt;
+  return best;
+}
+
+// A batch start at or after `from`: APPENDS [FRAME] MARK EMPTY_DICT MEMOIZE MARK; the MARK's offset.
+std::optional<std::size_t> find_batch_start(const std::uint8_t* data, std::size_t size, std::size_t from) {
+  static constexpr std::uint8_t kPattern[] = {op::kMark, op::kEmptyDict, op::kMemoize, op::kMark};
+  const std::size_t end = std::min(size, from + kFindStartBytes);
+  for (std::size_t p = std::max<std::size_t>(from, 10); p + sizeof kPattern <= end; ++p) {
+    const void* hit = memchr(data + p, op::kMark, end - p);
+    if (!hit) return std::nullopt;
+    p = static_cast<std::size_t>(static_cast<const std::uint8_t*>(hit) - data);
+    if (p + sizeof kPattern > end || std::memcmp(data + p, kPattern, sizeof kPattern) != 0) continue;
+    if (data[p - 1] == op::kAppends || (data[p - 9] == op::kFrame && data[p - 10] == op::kAppends)) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---- the second thread ----
+
+class TraceSplitter {
+ public:
+  TraceSplitter(std::span<const std::uint8_t> bytes, Memo memo, std::size_t from, bool drop_pages, std::ptrdiff_t base_error,
+                TraceEntrySink& reader_sink)
+      : drop_pages_(drop_pages), base_error_(base_error), copied_(memo.size()), sink_(reader_sink, trace_), vm_(bytes, doc_, &sink_, false) {
+    thread_ = std::thread([this, bytes, from, memo = std::move(memo)]() mutable { work(bytes, from, std::move(memo)); });
+  }
+  ~TraceSplitter() { finish(); }
+  void finish() {
+    stop_.store(true, std::memory_order_relaxed);
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // The MARK it starts at once it knows; kPending before, kNone when it found none to start at.
+  static constexpr std::size_t kPending = SIZE_MAX, kNone = SIZE_MAX - 1;
+  std::size_t start() const { return start_.load(std::memory_order_acquire); }
+  std::size_t base() const { return base_; }    // the memo size it assumed there (after finish)
+  std::size_t copied() const { return copied_; }  // slots it copied from the reader's memo
+  const std::vector<SplitCheckpoint>& checkpoints() const { return checkpoints_; }
+  const SplitTrace& trace() const { return trace_; }
+  SplitTrace& trace() { return trace_; }
+  const Memo& memo() const { return vm_.memo(); }
+
+ private:
+  void work(std::span<const std::uint8_t> bytes, std::size_t from, Memo memo) {
+    // The reader and the event store's worker come first: this thread takes the CPU they leave.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kNice);
+    try {
+      const auto start = find_batch_start(bytes.data(), bytes.size(), from);
+      auto base = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
+      if (base) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(*base) + base_error_);
+      if (!base || *base >= limits::kMaxMemoEntries || stop_.load(std::memory_order_relaxed)) {
+        start_.store(kNone, std::memory_order_release);
+        return;
+      }
+      memo.fill_split_slots(*base);
+      base_ = *base;
+      start_.store(*start, std::memory_order_release);
+      vm_.run_split(*start, drop_pages_, std::move(memo), trace_, checkpoints_, stop_);
+    } catch (...) {
+      // SplitStop, a limit, a malformed byte: the checkpoints so far stand; the reader decodes the rest.
+      std::size_t pending = kPending;
+      start_.compare_exchange_strong(pending, kNone);
+    }
+  }
+
+  std::atomic<std::size_t> start_{kPending};
+  bool drop_pages_;
+  std::ptrdiff_t base_error_;
+  std::size_t base_ = 0;
+  std::size_t copied_;
+  SplitTrace trace_;
+  Document doc_;
+  SplitSink sink_;
+  PickleVm vm_;
+  std::vector<SplitCheckpoint> checkpoints_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+PickleVm::PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages)
+    : data_(bytes.data()), size_(bytes.size()), doc_(doc), sink_(sink) {
+  stack_.reserve(4096);
+  if (drop_pages) pager_.emplace(data_, size_);
+}
+
+PickleVm::~PickleVm() = default;
+
+void PickleVm::run_split(std::size_t start, bool drop_pages, Memo memo, const SplitTrace& trace,
+                         std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop) {
+  memo_ = std::move(memo);
+  if (drop_pages) pager_.emplace(data_, size_, start, false);  // hands back what it read behind it
+  info_.protocol = 4;
+  frame_end_ = 0;
+  pos_ = start;
+  const std::size_t containers = doc_.mark().containers;
+  for (;;) {
+    std::size_t p = pos_;
+    skip_frames_slow(p);
+    if (p >= size_ || data_[p] != op::kMark) return;  // the list ends
+    pos_ = p + 1;
+    advance_pager();
+    marks_.assign(1, MarkInfo{.pos = 0, .device = 0});
+    for (;;) {
+      p = pos_;
+      skip_frames_slow(p);
+      if (p < size_ && data_[p] == op::kEmptyDict) {
+        op_pos_ = p;
+        op_ = op::kEmptyDict;
+        pos_ = p + 1;
+        if (!typed_split_entry()) return;
+        continue;
+      }
+      if (p >= size_ || data_[p] != op::kAppends) return;
+      pos_ = p + 1;
+      break;
+    }
+    if (doc_.mark().containers != containers) return;  // a value of the thread's own arena was memoized
+    checkpoints.push_back({pos_, frame_end_, trace.events.size(), memo_.size(), trace.stack_count()});
+    if (stop.load(std::memory_order_relaxed)) return;
+  }
+}
+
+// ---- the reader's side ----
+
+void PickleVm::maybe_start_split() {
+  if (!sink_ || info_.protocol < 4 || memo_.has_sparse() || size_ - pos_ < split_tuning_.min_bytes ||
+      (worker_count() < 2 && !split_tuning_.on_one_core)) {
+    split_tried_ = true;
+    return;
+  }
+  if (info_.streamed_entries < split_tuning_.after_entries) return;
+  split_tried_ = true;
+  const auto from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * split_tuning_.at);
+  split_ = std::make_unique<TraceSplitter>(std::span(data_, size_), memo_.split_copy(Value::interned(kSplitSlotTag, 0)),
+                                           from, pager_.has_value(), split_tuning_.base_error, *sink_);
+  memo_.reset_low_water();
+}
+
+bool PickleVm::adopt_split(const MarkInfo& mark) {
+  const std::size_t start = split_->start();
+  if (start == TraceSplitter::kPending || (start != TraceSplitter::kNone && op_pos_ < start)) return false;
+  const std::unique_ptr<TraceSplitter> split = std::move(split_);
+  split->finish();
+  if (op_pos_ != split->start() || mark.device < 0 || memo_.count() != split->base() || memo_.has_sparse() ||
+      memo_.low_water() < split->copied()) {
+    return false;
+  }
+  const std::size_t usable = valid_split_checkpoints(*split);
+  if (usable == 0) return false;
+  const SplitCheckpoint& at = split->checkpoints()[usable - 1];
+  std::vector<Value> stacks;
+  const std::function<const Value&(std::uint64_t)> slot = [this](std::uint64_t n) -> const Value& { return memo_[n]; };
+  if (!sink_->adopt_split(static_cast<std::size_t>(mark.device), split->trace(), at.events, at.stacks, slot, doc_, stacks)) {
+    return false;
+  }
+  append_split_memo(*split, at, stacks);
+  pos_ = at.pos;
+  if (at.frame_end != 0) frame_end_ = at.frame_end;
+  info_.streamed_entries += at.events;
+  info_.split_entries += at.events;
+  released_any_ = true;
+  return true;
+}
+
+// How many of the thread's checkpoints the reader can adopt: up to the first event or memo slot
+// the serial read would have taken otherwise. A slot the thread named by number must hold what
+// the typed fast path accepts there (an action: a str; a frames value: a stack, a list, a tuple or
+// None; a frame: a dict or an interned frame), and each memo slot the thread wrote a value the
+// reader's memo can hold.
+std::size_t PickleVm::valid_split_checkpoints(const TraceSplitter& split) const {
+  const std::vector<SplitCheckpoint>& checkpoints = split.checkpoints();
+  if (checkpoints.empty()) return 0;
+  const SplitTrace& t = split.trace();
+  const auto kind_of = [&](std::uint32_t ref) { return memo_[ref & SplitTrace::kIndex].kind; };
+  std::size_t good_events = checkpoints.back().events;  // the events before the first one refused
+  for (std::size_t a = 0; a < t.actions.size(); ++a) {
+    if (is_split_slot(t.actions[a]) && memo_[t.actions[a].u].kind != Kind::Str) good_events = std::min(good_events, t.action_first[a]);
+  }
+  for (std::size_t k = 0; k < checkpoints.back().stacks; ++k) {
+    bool ok = true;
+    for (std::uint32_t f = t.stack_offsets[k]; ok && f < t.stack_offsets[k + 1]; ++f) {
+      if (!SplitTrace::is_slot(t.stack_frames[f])) continue;
+      const Kind frame = kind_of(t.stack_frames[f]);
+      ok = frame == Kind::Dict || frame == Kind::Interned;
+    }
+    if (!ok) {
+      good_events = std::min(good_events, t.stack_first[k]);
+      break;  // later stacks come from later events
+    }
+  }
+  for (const std::size_t i : t.reference_events) {
+    if (i >= good_events) break;
+    if (!SplitTrace::is_slot(t.events[i].stack)) continue;
+    const Kind k = kind_of(t.events[i].stack);
+    if (k != Kind::Interned && k != Kind::List && k != Kind::Tuple && k != Kind::None) {
+      good_events = i;
+      break;
+    }
+  }
+  std::size_t usable = 0;
+  while (usable < checkpoints.size() && checkpoints[usable].events <= good_events) ++usable;
+  if (usable == 0) return 0;
+  const Memo& written = split.memo();
+  for (std::size_t j = split.base(); j < checkpoints[usable - 1].memo; ++j) {
+    const Value& v = written.entry(written.slot_entry(j));
+    if (!v.is_container() && !is_split_slot(v)) continue;
+    while (usable > 0 && checkpoints[usable - 1].memo > j) --usable;
+    break;
+  }
+  return usable;
+}
+
+// The thread's memo slots up to `at`, appended to the reader's: each distinct value once, its
+// local stacks as what the sink interned them to.
+void PickleVm::append_split_memo(const TraceSplitter& split, const SplitCheckpoint& at, const std::vector<Value>& stacks) {
+  const Memo& written = split.memo();
+  std::vector<std::uint32_t> entry_of(written.value_entries(), UINT32_MAX);
+  std::uint32_t chunk[4096];
+  std::size_t n = 0;
+  for (std::size_t j = split.base(); j < at.memo; ++j) {
+    const std::uint32_t e = written.slot_entry(j);
+    std::uint32_t& mine = entry_of[e];
+    if (mine == UINT32_MAX) {
+      const Value& v = written.entry(e);
+      mine = memo_.entry_for(v.kind == Kind::Interned && v.aux == kSplitStackTag ? stacks[v.u] : v);
+    }
+    chunk[n++] = mine;
+    if (n == std::size(chunk)) memo_.append_entries(chunk, n), n = 0;
+  }
+  memo_.append_entries(chunk, n);
+}
+
+}  // namespace memsnap::pickle_vm

@@ -1,0 +1,131 @@
+// The trace split (read/split_trace.h): a read where a second thread decodes the later part of
+// the trace gives the serial read's snapshot, byte for byte, wherever the thread starts, whatever
+// it stops at, and when what it assumed turns out wrong; and a split read of a file malformed
+// after the split fails with the serial read's error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "model/load.h"
+#include "read/input.h"
+#include "report/dump.h"
+#include "test_support.h"
+
+namespace memsnap {
+namespace {
+
+// Every dump of the snapshot, one after another (what the 1 GB comparisons use).
+std::string dumps(const Snapshot& snapshot) {
+  std::string all;
+  for (const DumpWhat what : {DumpWhat::Segments, DumpWhat::Blocks, DumpWhat::Trace, DumpWhat::Frames, DumpWhat::Settings,
+                              DumpWhat::Annotations}) {
+    char* buffer = nullptr;
+    std::size_t size = 0;
+    std::FILE* out = open_memstream(&buffer, &size);
+    write_dump(snapshot, what, out);
+    std::fclose(out);
+    all.append(buffer, size);
+    std::free(buffer);
+  }
+  return all;
+}
+
+// The split forced on a small file: no minimum size, on one core too, early in the trace.
+SplitTuning forced(double at, std::ptrdiff_t base_error = 0) {
+  return {.enabled = true, .min_bytes = 0, .at = at, .on_one_core = true, .after_entries = 64, .base_error = base_error};
+}
+
+LoadedSnapshot load(const std::vector<std::uint8_t>& bytes, const SplitTuning& split) {
+  return load_snapshot_bytes(input_from_memory(bytes), "test", {.max_trace_events = 100'000'000, .split = split});
+}
+
+// The amplified example (tests/CMakeLists.txt: 46 copies of tests/data/example.pickle, 28,842
+// trace entries with a fresh frames list per traceback, as PyTorch writes them).
+std::vector<std::uint8_t> amplified_example() {
+  return test::read_file(std::string(MEMSNAP_FIXTURE_DIR) + "/split_example.pickle");
+}
+
+TEST(TraceSplit, ASplitReadIsTheSerialReadWhereverTheThreadStarts) {
+  const std::vector<std::uint8_t> bytes = amplified_example();
+  const LoadedSnapshot serial = load(bytes, {.enabled = false});
+  ASSERT_EQ(serial.input.split_trace_entries, 0u);
+  const std::string expected = dumps(serial.snapshot);
+  std::uint64_t most = 0;
+  for (const double at : {0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95}) {
+    const LoadedSnapshot split = load(bytes, forced(at));
+    EXPECT_EQ(split.input.trace_entries, serial.input.trace_entries) << at;
+    EXPECT_LT(split.input.split_trace_entries, split.input.trace_entries) << at;
+    EXPECT_EQ(dumps(split.snapshot), expected) << "split at " << at << " (" << split.input.split_trace_entries
+                                               << " entries from the second thread)";
+    most = std::max(most, split.input.split_trace_entries);
+  }
+  // The thread took a real share somewhere: the comparison above is not serial against serial.
+  EXPECT_GT(most, serial.input.trace_entries / 5);
+}
+
+TEST(TraceSplit, AWrongMemoSizeAtTheSplitIsNoticedAndTheReaderReadsOnItself) {
+  const std::vector<std::uint8_t> bytes = amplified_example();
+  const std::string expected = dumps(load(bytes, {.enabled = false}).snapshot);
+  for (const std::ptrdiff_t error : {-1, 1, 1000}) {
+    const LoadedSnapshot split = load(bytes, forced(0.5, error));
+    EXPECT_EQ(split.input.split_trace_entries, 0u) << error;
+    EXPECT_EQ(dumps(split.snapshot), expected) << error;
+  }
+}
+
+TEST(TraceSplit, ABadByteAfterTheSplitFailsAsTheSerialReadFails) {
+  std::vector<std::uint8_t> bytes = amplified_example();
+  // An opcode memsnap refuses, in the middle of an entry three quarters into the file.
+  std::size_t at = bytes.size() * 3 / 4;
+  while (bytes[at] != 0x8a) ++at;  // a LONG1 (an address or a time)
+  bytes[at] = 'c';                 // GLOBAL
+  std::string serial_error, split_error;
+  try {
+    load(bytes, {.enabled = false});
+  } catch (const InputError& e) {
+    serial_error = e.what();
+  }
+  try {
+    load(bytes, forced(0.5));
+  } catch (const InputError& e) {
+    split_error = e.what();
+  }
+  EXPECT_NE(serial_error.find("GLOBAL"), std::string::npos) << serial_error;
+  EXPECT_EQ(split_error, serial_error);
+}
+
+// The real snapshots (when ../shared/corpus/real is there): every one read with the split
+// forced at three places gives the serial read's snapshot.
+TEST(TraceSplit, EveryRealSnapshotReadSplitIsItsSerialRead) {
+  const std::filesystem::path dir = test::corpus_dir();
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no corpus at " << dir;
+  std::size_t files = 0, split_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".pickle" && ext != ".pkl") continue;
+    const std::vector<std::uint8_t> bytes = test::read_file(entry.path().string());
+    std::string expected;
+    try {
+      expected = dumps(load(bytes, {.enabled = false}).snapshot);
+    } catch (const InputError&) {
+      continue;  // a file memsnap refuses is refused alike (the hostile tests)
+    }
+    ++files;
+    bool took = false;
+    for (const double at : {0.3, 0.5, 0.7}) {
+      const LoadedSnapshot split = load(bytes, forced(at));
+      took |= split.input.split_trace_entries > 0;
+      EXPECT_EQ(dumps(split.snapshot), expected) << entry.path().filename() << " split at " << at;
+    }
+    split_files += took;
+  }
+  EXPECT_GT(files, 40u);
+  EXPECT_GT(split_files, files / 4) << "the split took entries in too few files for this to test it";
+}
+
+}  // namespace
+}  // namespace memsnap
