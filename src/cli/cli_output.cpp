@@ -83,6 +83,15 @@ bool write_output(const std::string& text, const std::string& out_path) {
     if (std::fflush(stdout) != 0 && stdout_failed(errno)) return false;
     return !stdout_failed(write_all(STDOUT_FILENO, text));
   }
+  // A device or a pipe (-o /dev/null, -o /dev/stdout, a FIFO) is written in place: renaming a
+  // file over it would replace the device node itself.
+  struct stat st{};
+  if (::stat(out_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    const int fd = ::open(out_path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) return file_failed(out_path, "", errno, -1);
+    if (const int err = write_all(fd, text); err != 0 && err != EPIPE) return file_failed(out_path, "", err, fd);
+    return ::close(fd) == 0 || file_failed(out_path, "", errno, -1);
+  }
   return write_file_atomically(text, out_path);
 }
 

@@ -54,7 +54,7 @@ namespace {
 void rewrite_split_events(TraceEvents& events, const EventStore::SplitTables& tables) {
   for (TraceEvent& slot : events) {
     SplitEvent se;
-    std::memcpy(&se, &slot, sizeof se);
+    std::memcpy(static_cast<void*>(&se), &slot, sizeof se);
     TraceEvent e;
     e.addr = se.addr;
     e.size = se.size;

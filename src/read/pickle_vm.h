@@ -461,6 +461,8 @@ class PickleVm {
   // MARK where the second thread started.
   SplitTuning split_tuning_{.enabled = false};
   bool split_tried_ = false;
+  std::size_t split_trace_from_ = SIZE_MAX;  // where the first streamed batch began, and its entries
+  std::size_t split_entries_from_ = 0;
   std::unique_ptr<TraceSplitter> split_;
   void maybe_start_split();
   bool adopt_split(const MarkInfo& mark);

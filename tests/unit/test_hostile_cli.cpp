@@ -1,6 +1,7 @@
 // Hostile command lines and outputs: symlink loops and long names, out-of-range counts and sizes,
 // full disks, closed pipes, file-size limits, and an -o that names the input.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -93,6 +94,23 @@ TEST(HostileCli, FileSizeLimitKeepsTheOldReportWhole) {
                              ": cannot write the report (File too large); check the directory exists, is writable and has space\n");
   EXPECT_EQ(file_text(out), "the old report\n");
   for (const auto& entry : fs::directory_iterator(dir.path)) EXPECT_EQ(entry.path().filename(), "report.html");
+}
+
+// -o naming a pipe or a device (/dev/null, /dev/stdout) writes into it: the atomic replace of a
+// file must not put a regular file where the device node was.
+TEST(HostileCli, OutputToAPipeWritesIntoThePipeAndKeepsIt) {
+  TempDir dir("fifo");
+  const std::string fifo = dir / "report.fifo";
+  const std::string got = dir / "got.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const test::CliRun r = test::run_memsnap("capture >/dev/null; timeout 20 cat " + fifo + " > " + got + " & " +
+                                           std::string(MEMSNAP_BINARY) + " " + example() + " --format json -o " + fifo +
+                                           "; status=$?; wait; exit $status");
+  EXPECT_EQ(r.status, 0) << r.err;
+  struct stat st{};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_NE(file_text(got).find("\"schema\": \"memsnap.report/1\""), std::string::npos) << file_text(got).substr(0, 200);
 }
 
 TEST(HostileCli, OutputFileIsReplacedWholeWithTheUsualMode) {
