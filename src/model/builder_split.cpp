@@ -5,8 +5,6 @@
 // are rewritten by the event store's worker from the tables made here.
 #include "model/builder.h"
 
-#include <fmt/format.h>
-
 #include "base/error.h"
 
 namespace memsnap {
@@ -14,11 +12,13 @@ namespace memsnap {
 bool SnapshotBuilder::adopt_split(std::size_t device, SplitTrace& split, std::size_t count, std::size_t stack_count,
                                   const std::function<const Value&(std::uint64_t)>& slot, const Document& doc,
                                   std::vector<Value>& stacks) {
+  if (count == 0) return true;
   // A reference to a value: a slot of the reader's memo, or one the thread copied.
   auto value_of = [&](std::uint32_t ref) -> const Value& {
     return SplitTrace::is_slot(ref) ? slot(ref & SplitTrace::kIndex) : split.values[ref & SplitTrace::kIndex];
   };
-  if (count == 0) return true;
+  // An action str as read, or the reader's slot holding it (the reader checked: a str).
+  auto action_text = [&](const Value& action) -> const Value& { return action.kind == Kind::Interned ? slot(action.u) : action; };
   EventStore::SplitTables tables;
   stacks.assign(stack_count, Value::none());
   tables.stacks.resize(stack_count);
@@ -27,7 +27,7 @@ bool SnapshotBuilder::adopt_split(std::size_t device, SplitTrace& split, std::si
     ids.clear();
     for (std::uint32_t f = split.stack_offsets[k]; f < split.stack_offsets[k + 1]; ++f) {
       const std::uint32_t ref = split.stack_frames[f];
-      ids.push_back(SplitTrace::is_slot(ref) || SplitTrace::is_value(ref) ? frame_of(value_of(ref), doc) : ref);
+      ids.push_back(SplitTrace::is_reference(ref) ? frame_of(value_of(ref), doc) : ref);
     }
     stacks[k] = intern_frame_ids(ids.data(), ids.size());
     tables.stacks[k] = static_cast<StackId>(stacks[k].u);
@@ -49,7 +49,7 @@ bool SnapshotBuilder::adopt_split(std::size_t device, SplitTrace& split, std::si
     else resolve_reference(split.reference_events[r++]);
   }
   for (const Value& action : split.actions) {
-    tables.actions.push_back(action_of(action.kind == Kind::Interned ? slot(action.u) : action));  // the reader checked: strs
+    tables.actions.push_back(action_of(action_text(action)));
   }
   // Streams seen first in the adopted entries get their ids in that order, as trace_fields gives them.
   for (std::size_t s = 0; s < split.streams.size() && split.stream_first[s] < count; ++s) {
@@ -62,8 +62,7 @@ bool SnapshotBuilder::adopt_split(std::size_t device, SplitTrace& split, std::si
   if (std::find(tables.actions.begin(), tables.actions.end(), Action::Unknown) != tables.actions.end()) {
     for (const SplitEvent& e : split.events) {
       if (tables.actions[e.action] != Action::Unknown) continue;
-      const Value& action = split.actions[e.action];
-      ++snap_.unknown_actions[std::string((action.kind == Kind::Interned ? slot(action.u) : action).str())];
+      ++snap_.unknown_actions[std::string(action_text(split.actions[e.action]).str())];
     }
   }
   events_.add_split(device, std::move(split.events), std::move(tables));

@@ -148,7 +148,8 @@ class Memo {
   std::size_t low_water() const { return low_water_; }
   void reset_low_water() { low_water_ = SIZE_MAX; }
   // The second thread's memo: this one's slots, each container (of the reader's arena) replaced
-  // by `marker`, then `marker` up to slot `base` (the slots the reader writes before the split).
+  // by `marker`; fill_split_slots then adds `marker` slots up to `base` (the slots the reader
+  // writes before the split).
   Memo split_copy(const Value& marker) const {
     Memo copy(*this);
     for (Value& v : copy.values_) {

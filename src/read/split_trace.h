@@ -60,6 +60,7 @@ struct SplitTrace {
   static constexpr std::uint32_t kNoStack = 0xffffffffu;
   static bool is_slot(std::uint32_t r) { return r != kNoStack && (r & (kSlot | kValue)) == kSlot; }
   static bool is_value(std::uint32_t r) { return r != kNoStack && (r & (kSlot | kValue)) == kValue; }
+  static bool is_reference(std::uint32_t r) { return is_slot(r) || is_value(r); }
 
   // An event's stack once the reader resolved its reference (kSlot | kValue | stack id).
   static constexpr std::uint32_t kResolved = kSlot | kValue;

@@ -18,8 +18,6 @@
 
 namespace memsnap::pickle_vm {
 
-
-
 namespace {
 // The second thread meets something the reader must decode itself: its work ends at the last
 // batch it finished.
@@ -46,7 +44,7 @@ class SplitSink final : public TraceEntrySink {
     e.action = action_index(f.action);
     e.stream = stream_index(f.stream);
     e.stack = stack_ref(f.frames);
-    if (SplitTrace::is_slot(e.stack) || SplitTrace::is_value(e.stack)) out_.reference_events.push_back(out_.events.size());
+    if (SplitTrace::is_reference(e.stack)) out_.reference_events.push_back(out_.events.size());
     out_.events.push_back(e);
   }
   std::uint32_t frame_id(const Value& frame, const Document&) override {
