@@ -18,6 +18,10 @@ For each child: wall time (spawn -> reaped) and peak RSS (ru_maxrss from os.wait
 KiB on Linux).  The Python child also reports the time spent inside pickle.load() alone
 (without interpreter start-up and teardown) on stderr; that "load-only" time is the
 conservative baseline for the speed ratio.
+Each round also times this runner reading the file once with read() into a 1 MiB buffer (the
+"scan": the machine's floor for touching every byte, page cache to memory), so that a read's
+time can be compared across machines whose Python and memory differ (read / scan); not with
+--no-warm, since the scan fills the page cache.
 """
 import argparse
 import os
@@ -80,10 +84,13 @@ def stage_times(stderr_text):
 
 
 def warm_cache(path):
+    """Reads the file once with read() into a 1 MiB buffer; returns the seconds it took."""
     buf = bytearray(1 << 20)
+    t0 = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
         while f.readinto(buf):
             pass
+    return time.perf_counter() - t0
 
 
 def median(xs):
@@ -139,7 +146,8 @@ def main():
     rounds = []
     failed = False
     for r in range(args.rounds):
-        row = {"round": r + 1, "load_average_1min": os.getloadavg()[0]}
+        row = {"round": r + 1, "load_average_1min": os.getloadavg()[0],
+               "scan_s": None if args.no_warm else warm_cache(snap)}  # --no-warm: the scan would warm it
         for name, argv in children.items():
             rc, t, rss, err, cpu = run_child(argv, env=None if name == "python" else profile_env)
             row[f"{name}_s"], row[f"{name}_rc"], row[f"{name}_maxrss_kib"] = t, rc, rss
@@ -170,6 +178,8 @@ def main():
     t = {name: med(x[f"{name}_s"] for x in rounds) for name in children}
     rss = {name: max(x[f"{name}_maxrss_kib"] for x in rounds) for name in children}
     loads = [x["python_load_s"] for x in rounds if x["python_load_s"] is not None]
+    scans = [x["scan_s"] for x in rounds if x["scan_s"] is not None]
+    scan = med(scans) if scans else None
     p_load = med(loads) if loads else float("nan")
     ratio = lambda a, b: a / b if b > 0 else float("inf")
     read_ratio = ratio(p_load, t["read"])
@@ -191,6 +201,9 @@ def main():
     print(f"{'':26s}{'read':>12s}{'report':>12s}{'python':>12s}")
     print(f"{'median wall time (s)':26s}{t['read']:12.3f}{t['report']:12.3f}{t['python']:12.3f}")
     print(f"{'median pickle.load (s)':26s}{'':24s}{p_load:12.3f}")
+    if scan is not None:
+        print(f"{'median scan (s)':26s}{scan:12.3f}   (read() of the file into one buffer: memsnap's read is "
+              f"{ratio(t['read'], scan):.1f}x it, pickle.load {ratio(p_load, scan):.0f}x)")
     print(f"{'peak RSS (MiB)':26s}{rss['read'] / 1024:12,.0f}{rss['report'] / 1024:12,.0f}{rss['python'] / 1024:12,.0f}")
     print(f"{'peak RSS / file size':26s}{rss['read'] * 1024 / file_size:12.2f}{rss['report'] * 1024 / file_size:12.2f}"
           f"{rss['python'] * 1024 / file_size:12.2f}")
@@ -224,7 +237,7 @@ def main():
             "snapshot": snap, "file_size_bytes": file_size,
             "argv": {name: argv for name, argv in children.items()},
             "rounds": rounds,
-            "median_s": t, "median_python_load_s": p_load, "peak_rss_kib": rss, "rss_floor_kib": floor_kib,
+            "median_s": t, "median_python_load_s": p_load, "median_scan_s": scan, "peak_rss_kib": rss, "rss_floor_kib": floor_kib,
             "ratio_python_load_over_read": read_ratio, "ratio_python_load_over_report": report_ratio,
             "ratio_report_over_read": report_over_read,
             "ratio_python_load_over": format_ratios,

@@ -6,8 +6,9 @@ Usage: python3 bench/summarize_results.py bench/results-real-*.json
 Columns: the input, its size, the load average over the rounds, the median pickle.load wall time
 and the wall-time ratios pickle.load / memsnap for the read, the JSON, text and HTML reports; then
 the same JSON ratio by CPU time (pickle.load's process time against every thread of memsnap's
-child), the largest analysis stage's share of the JSON report, and peak RSS / file size of the
-JSON report with every event kept and with the default --max-trace-events.
+child), the largest analysis stage's share of the JSON report, peak RSS / file size of the
+JSON report with every event kept and with the default --max-trace-events, and memsnap's read
+time over the runner's plain read() of the file (read / scan; "-" in files from before stop 33).
 """
 import json
 import os
@@ -32,13 +33,14 @@ def row(path):
         f"{cpu.get('report', float('nan')):.1f}x",
         f"{top[0]} {top[1]:.0%}",
         f"{rss['report'] * 1024 / size:.2f} / {rss.get('report_capped', float('nan')) * 1024 / size:.2f}",
+        f"{r['median_s']['read'] / r['median_scan_s']:.1f}x" if r.get("median_scan_s") else "-",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 def main():
-    print("| input | size | load | pickle.load | / read | / JSON | / text | / HTML | / JSON (CPU) | top stage | RSS all / default (x file) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| input | size | load | pickle.load | / read | / JSON | / text | / HTML | / JSON (CPU) | top stage | RSS all / default (x file) | read / scan |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in sys.argv[1:]:
         print(row(path))
 
