@@ -34,7 +34,7 @@ struct SplitTuning {
   std::size_t after_entries = 4096;               // entries streamed first (the trace's keys are memoized by then)
   std::size_t min_entry_bytes = 160;              // split only traces of at least this many bytes an entry
   std::ptrdiff_t base_error = 0;                  // tests: added to the memo size the thread learns
-  bool wait = false;                              // tests: the reader lets the thread finish (no timing)
+  bool wait = false;                              // tests: the reader waits for the thread to know its start, then lets it finish (no timing)
 };
 
 // One trace entry as the second thread decoded it (32 bytes).

@@ -156,6 +156,8 @@ class TraceSplitter {
   // The MARK it starts at once it knows; kPending before, kNone when it found none to start at.
   static constexpr std::size_t kPending = SIZE_MAX, kNone = SIZE_MAX - 1;
   std::size_t start() const { return start_.load(std::memory_order_acquire); }
+  // Blocks until start() is no longer kPending (tests: SplitTuning::wait).
+  void wait_for_start() const { start_.wait(kPending, std::memory_order_acquire); }
   std::size_t base() const { return base_; }    // the memo size it assumed there (after finish)
   std::size_t copied() const { return copied_; }  // slots it copied from the reader's memo
   const std::vector<SplitCheckpoint>& checkpoints() const { return checkpoints_; }
@@ -172,18 +174,23 @@ class TraceSplitter {
       auto base = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
       if (base) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(*base) + base_error_);
       if (!base || *base >= limits::kMaxMemoEntries || stop_.load(std::memory_order_relaxed)) {
-        start_.store(kNone, std::memory_order_release);
+        set_start(kNone);
         return;
       }
       memo.fill_split_slots(*base);
       base_ = *base;
-      start_.store(*start, std::memory_order_release);
+      set_start(*start);
       vm_.run_split(*start, drop_pages_, std::move(memo), trace_, checkpoints_, stop_);
     } catch (...) {
       // SplitStop, a limit, a malformed byte: the checkpoints so far stand; the reader decodes the rest.
       std::size_t pending = kPending;
       start_.compare_exchange_strong(pending, kNone);
+      start_.notify_all();
     }
+  }
+  void set_start(std::size_t start) {
+    start_.store(start, std::memory_order_release);
+    start_.notify_all();
   }
 
   std::atomic<std::size_t> start_{kPending};
@@ -265,6 +272,7 @@ void PickleVm::maybe_start_split() {
 }
 
 bool PickleVm::adopt_split(const MarkInfo& mark) {
+  if (split_tuning_.wait) split_->wait_for_start();  // tests: what the thread takes does not depend on timing
   const std::size_t start = split_->start();
   if (start == TraceSplitter::kPending || (start != TraceSplitter::kNone && op_pos_ < start)) return false;
   const std::unique_ptr<TraceSplitter> split = std::move(split_);
