@@ -5,8 +5,11 @@
 // Once it holds a few MiB, pushes and appends ask a background thread to fault in the next pages
 // (prefault_pages_async) before they are written, so the writer takes few page faults itself.
 //
-// It uses ordinary 4 KiB pages. Transparent huge pages were tried for the analysis arrays and
-// measured slower on VMs that hand freed memory back to the host (bench/README.md).
+// A mapping of kHugeFrom bytes or more asks for transparent huge pages (madvise MADV_HUGEPAGE; the
+// mappings are 2 MiB-aligned): one page fault per 2 MiB instead of 512. Page faults are what fresh
+// memory costs on a VM (each one a trap to the hypervisor), and a 1 GB snapshot's events, memo and
+// analysis arrays fault in hundreds of MB (bench/README.md §19). Smaller vectors keep 4 KiB pages,
+// so that a small snapshot's many small arrays do not each hold a 2 MiB page.
 #pragma once
 
 #include <algorithm>
@@ -40,6 +43,7 @@ std::size_t round_to_mapping(std::size_t bytes);  // a multiple of 2 MiB, at lea
 // `used` bytes written; returns the offset requested up to (prefault_pages_async).
 std::size_t prefault_ahead(void* data, std::size_t mapped, std::size_t used, std::size_t requested);
 inline constexpr std::size_t kPrefaultFrom = std::size_t(4) << 20;  // vectors smaller than this never ask
+inline constexpr std::size_t kHugeFrom = std::size_t(4) << 20;  // mappings this large get huge pages
 inline constexpr std::size_t kPrefaultStep = std::size_t(1) << 20;  // asked again after this much growth
 }  // namespace big_vector_detail
 

@@ -7,6 +7,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -64,6 +68,39 @@ TEST(BigVector, AppendsKeepTheirElementsWhilePagesAreFaultedInAhead) {
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (v[i] != i) FAIL() << "element " << i << " is " << v[i];
   }
+}
+
+// The VmFlags of the mapping in /proc/self/smaps that holds `address` ("" when none does).
+std::string mapping_flags(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2) {  // a mapping's first line
+      inside = start <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// A vector of 4 MiB or more lives in a 2 MiB-aligned mapping that asks for transparent huge pages
+// (smaps' VmFlags "hg"), also after growing moved it; a smaller one keeps 4 KiB pages.
+TEST(BigVector, LargeMappingsAreAlignedAndAskForHugePages) {
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "no transparent huge pages in this kernel";
+  constexpr std::size_t kMiB = std::size_t(1) << 20;
+  BigVector<std::uint64_t> small;
+  small.push_back(1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % (2 * kMiB), 0u);
+  EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos) << mapping_flags(small.data());
+
+  BigVector<std::uint64_t> large;
+  for (std::size_t i = 0; i < kMiB; ++i) large.push_back(i);  // 8 MiB: grown (moved) three times
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % (2 * kMiB), 0u);
+  EXPECT_NE(mapping_flags(large.data()).find(" hg"), std::string::npos) << mapping_flags(large.data());
+  for (std::size_t i = 0; i < kMiB; i += 4099) ASSERT_EQ(large[i], i);
 }
 
 TEST(BigVector, ResizeFillsAndResizeForOverwriteKeepsTheOldElements) {
