@@ -2,7 +2,7 @@
 # Installs memsnap's build and test dependencies from Debian's packages (Debian 12).
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libsimdjson-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-          zlib1g-dev libzstd-dev libabsl-dev libgtest-dev)
+          zlib1g-dev libzstd-dev libabsl-dev libgtest-dev libjemalloc-dev)
 # clang and its runtime only for the libFuzzer build (MEMSNAP_FUZZ_BUILD=1 scripts/test.sh).
 if [ "${MEMSNAP_FUZZ_BUILD:-0}" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
