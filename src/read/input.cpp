@@ -316,8 +316,9 @@ InputBytes open_input(const std::string& path) {
   InputBytes in;
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
     void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;  // close() may change it
     ::close(fd);
-    if (p == MAP_FAILED) throw InputError(fmt::format("cannot map the file ({})", std::strerror(errno)), "check the file is readable");
+    if (p == MAP_FAILED) throw InputError(fmt::format("cannot map the file ({})", std::strerror(err)), "check the file is readable");
     madvise(p, static_cast<std::size_t>(st.st_size), MADV_SEQUENTIAL);
     in.data_ = static_cast<const std::uint8_t*>(p);
     in.size_ = static_cast<std::size_t>(st.st_size);
