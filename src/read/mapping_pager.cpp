@@ -66,7 +66,7 @@ void MappingPager::populate_after(std::size_t pos) {
 #endif
   // Then one byte of each page is read here (on older kernels that also maps it). Mapped is not
   // yet cheap to read on a VM whose hypervisor keeps shadow page tables: the first access to each
-  // page traps to it (about 1.7 us a page measured, bench/README.md §19), and the reader would
+  // page traps to it (about 2 us a page measured, bench/README.md §19), and the reader would
   // take that trap on every fourth KiB of the file. Taken here, it costs the reader nothing.
   volatile std::uint8_t sink = 0;
   for (std::size_t p = from; p < to; p += page_) sink = sink + data_[p];
