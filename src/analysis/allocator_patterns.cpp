@@ -63,6 +63,13 @@ void oom_patterns(const Snapshot& s, const Measured& a, std::vector<Pattern>& ou
     } else {
       p.id = PatternId::Capacity;
       p.fix = {fix(FixId::SmallerBatch), fix(FixId::Checkpointing), fix(FixId::ShardState), fix(FixId::LowerPrecision)};
+      if (o.process_limit) p.fix.insert(p.fix.begin(), fix(FixId::RaiseProcessLimit, Bytes(o.event.device_free), Bytes(o.process_limit->below)));
+    }
+    if (o.process_limit) {
+      p.evidence.push_back(sentence("device_free ({}) exceeds the segment the request needed, so cudaMalloc did not fail: the "
+                                    "process's limit refused it; the snapshot does not record the limit, only that it lay between "
+                                    "{} (reserved at the OOM) and {} (that plus the segment)",
+                                    Bytes(o.event.device_free), Bytes(o.process_limit->at_least), Bytes(o.process_limit->below)));
     }
     add_pool_fixes(o, p.fix);
     if (!where.empty()) p.sites.push_back(where);

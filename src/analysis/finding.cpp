@@ -36,6 +36,9 @@ constexpr std::array kFixes = {
     FixText{FixId::Checkpointing, PatternId::Capacity, "use activation checkpointing (torch.utils.checkpoint)"},
     FixText{FixId::ShardState, PatternId::Capacity, "shard parameters, gradients and optimizer state (FSDP/ZeRO)"},
     FixText{FixId::LowerPrecision, PatternId::Capacity, "use lower precision (bf16/fp16) where possible"},
+    FixText{FixId::RaiseProcessLimit, PatternId::Capacity,
+            "the device had {} free: raise or remove this process's limit (torch.cuda.set_per_process_memory_fraction, set to "
+            "at least {} of the device's memory for this request), unless the cap is deliberate (a shared GPU), then the fixes below"},
     FixText{FixId::SyncSideStream, PatternId::PendingFrees,
             "synchronize the side stream (or let it finish) before the memory is needed again"},
     FixText{FixId::AvoidRecordStream, PatternId::PendingFrees,

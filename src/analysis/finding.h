@@ -113,7 +113,7 @@ enum class FixId {
   ExpandableSegments, MaxSplitSize, FixedShapes,                                // fragmentation at an OOM
   ExpandableIfLargerFails, EmptyCacheKeepsFragments,                           // fragmentation without an OOM
   ExpandableAlreadyOn,                                                         // either, when the setting is on
-  SmallerBatch, Checkpointing, ShardState, LowerPrecision,                     // capacity
+  SmallerBatch, Checkpointing, ShardState, LowerPrecision, RaiseProcessLimit,  // capacity
   SyncSideStream, AvoidRecordStream,                                           // pending_frees
   CheckNativeBuffers, CompareDeviceMemoryUsed, OtherProcesses,                 // non_pytorch_memory
   AccumulateItem, DetachKept, DetachLossAt, DetachNotGraph, RetainGraphOrKept, NoGradForEval,  // retained_autograd_graph

@@ -182,7 +182,7 @@ OomVerdict classify(const OomAnalysis& a, const PoolView& v) {
   const double live = static_cast<double>(others ? a.allocated_in_pool : a.at_oom.allocated);
   if (live + static_cast<double>(size) > capacity || live >= kNearlyFull * capacity) return OomVerdict::Capacity;
   if (size > a.largest_reusable_block && v.fragments >= size) return OomVerdict::Fragmentation;
-  if (live >= 0.8 * capacity) return OomVerdict::Capacity;
+  if (a.process_limit || live >= 0.8 * capacity) return OomVerdict::Capacity;
   return OomVerdict::Unclear;
 }
 
@@ -204,9 +204,39 @@ std::string other_pools_clause(const OomAnalysis& a) {
                      pool_label(a.pool));
 }
 
+// The segment cudaMalloc would have been asked for (c10's get_allocation_size): 2 MiB for a small
+// request, 20 MiB up to 10 MiB, else the request rounded up to 2 MiB.
+std::uint64_t segment_for(std::uint64_t size) {
+  constexpr std::uint64_t kRoundLarge = 2 * kMiB, kLargeBuffer = 20 * kMiB, kMinLargeAlloc = 10 * kMiB;
+  if (size <= kSmallSize) return kRoundLarge;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return size > kMax - kRoundLarge ? kMax : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+std::optional<OomAnalysis::ProcessLimit> process_limit(const OomEvent& oom, const Layout& at) {
+  const std::uint64_t segment = segment_for(oom.size);
+  if (oom.device_free < segment) return std::nullopt;
+  return OomAnalysis::ProcessLimit{at.reserved, sat_add(at.reserved, segment)};
+}
+
+// The clause naming the process's own limit, when the device had room.
+std::string limit_clause(const OomAnalysis& a) {
+  if (!a.process_limit) return "";
+  return fmt::format("; the device still had {} free, so this process hit its own limit "
+                     "(torch.cuda.set_per_process_memory_fraction), between {} and {}",
+                     format_bytes(a.event.device_free), format_bytes(a.process_limit->at_least), format_bytes(a.process_limit->below));
+}
+
 // One sentence citing the numbers behind the verdict.
 std::string explain(const OomAnalysis& a, const PoolView& v) {
   const std::uint64_t size = a.event.size;
+  if (a.verdict == OomVerdict::Capacity && a.process_limit && a.reserved_in_other_pools == 0) {
+    return fmt::format("Live allocations of {} at the OOM leave no room for the failed request of {} under this process's memory "
+                       "limit (torch.cuda.set_per_process_memory_fraction), which lay between {} and {}: the device still had {} "
+                       "free; allocator tuning will not help{}",
+                       format_bytes(a.at_oom.allocated), format_bytes(size), format_bytes(a.process_limit->at_least),
+                       format_bytes(a.process_limit->below), format_bytes(a.event.device_free), inactive_clause(a.at_oom));
+  }
   if (a.verdict == OomVerdict::Capacity && a.reserved_in_other_pools > 0) {
     return fmt::format("Live allocations of {} in {} at the OOM leave no room for the failed request of {}: {} was reserved "
                        "in that pool and {} was free on the device{}",
@@ -219,7 +249,7 @@ std::string explain(const OomAnalysis& a, const PoolView& v) {
           "The failed request of {} is larger than the largest reusable inactive block ({}) although {} was "
           "free in {} of the same pool and stream that also held live blocks",
           format_bytes(size), format_bytes(a.largest_reusable_block), format_bytes(v.fragments),
-          plural_segments(v.fragment_segments)) + other_pools_clause(a);
+          plural_segments(v.fragment_segments)) + other_pools_clause(a) + limit_clause(a);
     case OomVerdict::Capacity:
       return fmt::format(
           "Live allocations of {} at the OOM leave no room for the failed request of {}: {} was reserved and {} "
@@ -268,6 +298,7 @@ OomAnalysis analyze_one(const OomEvent& oom, const Layout& layout, const DeviceL
   const PoolView v = pool_view(gaps, oom, max_split);
   a.largest_reusable_block = v.largest_reusable;
   a.fragments_in_pool = v.fragments;
+  a.process_limit = process_limit(oom, layout);
   a.verdict = classify(a, v);
   a.suggested_max_split_mb = std::max<std::uint64_t>(1, oom.size / kMiB + (oom.size % kMiB != 0 ? 1 : 0));
   a.reason = explain(a, v);

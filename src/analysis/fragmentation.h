@@ -78,6 +78,14 @@ struct OomAnalysis {
   std::uint64_t reserved_in_other_pools = 0;
   std::uint64_t inactive_in_other_pools = 0;
   std::string other_pools;  // their labels, "CUDA graph private pool (1,0)", ", "-joined
+  // Set when the device still had room for the segment the request needed (device_free >= it):
+  // cudaMalloc was not what failed, so the allocator refused the request against this process's
+  // own limit (torch.cuda.set_per_process_memory_fraction), which the snapshot does not record but
+  // these bounds bracket: at least what was reserved at the OOM, below that plus the segment.
+  struct ProcessLimit {
+    std::uint64_t at_least = 0, below = 0;
+  };
+  std::optional<ProcessLimit> process_limit;
   OomVerdict verdict = OomVerdict::Unclear;
   std::uint64_t suggested_max_split_mb = 0;  // for max_split_size_mb:<N>, from the request
   std::string reason;                         // one sentence citing the numbers

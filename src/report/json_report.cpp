@@ -253,6 +253,8 @@ nlohmann::ordered_json json_report(const LoadedSnapshot& loaded, const Analysis&
     ooms[i]["reserved_in_pool_at_oom"] = o.reserved_in_pool;
     ooms[i]["reserved_in_other_pools_at_oom"] = o.reserved_in_other_pools;
     ooms[i]["inactive_in_other_pools_at_oom"] = o.inactive_in_other_pools;
+    ooms[i]["process_limit"] = o.process_limit ? nlohmann::ordered_json{{"at_least", o.process_limit->at_least}, {"below", o.process_limit->below}}
+                                               : nlohmann::ordered_json(nullptr);
     ooms[i]["layout_replayed"] = o.at_oom.replayed;
     ooms[i]["reason"] = o.reason;
     ooms[i]["top_sites"] = sites_json(o.sites_before, 5, &s);

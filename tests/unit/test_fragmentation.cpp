@@ -165,11 +165,12 @@ TEST(Fragmentation, OomFromSplitSegments) {
     b.event(Action::SegmentAlloc, addr, 20 * MiB);
     b.event(Action::Alloc, addr, 12 * MiB);
   }
-  b.oom(16 * MiB, 10 * GiB);
+  b.oom(16 * MiB, 8 * MiB);
   const auto result = b.analyze();
   ASSERT_EQ(result.size(), 1u);
   const OomAnalysis& a = result[0];
   EXPECT_EQ(a.event.index, 8u);
+  EXPECT_FALSE(a.process_limit);  // 8 MiB free on the device: less than the 16 MiB segment
   EXPECT_TRUE(a.at_oom.replayed);
   EXPECT_EQ(a.at_oom.reserved, 80 * MiB);
   EXPECT_EQ(a.at_oom.allocated, 48 * MiB);
@@ -182,6 +183,53 @@ TEST(Fragmentation, OomFromSplitSegments) {
   EXPECT_EQ(a.reason,
             "The failed request of 16.00 MiB is larger than the largest reusable inactive block (8.00 MiB) "
             "although 32.00 MiB was free in 4 segments of the same pool and stream that also held live blocks");
+}
+
+// The same layout with 10 GiB free on the device: cudaMalloc could have given the 16 MiB segment, so
+// the process's own limit (set_per_process_memory_fraction) refused it; it lay in [80, 96) MiB.
+TEST(Fragmentation, FragmentsUnderAProcessLimit) {
+  SnapshotBuilder b;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint64_t addr = kBase + i * 20 * MiB;
+    b.segment(addr, {{12 * MiB, kLive}, {8 * MiB, kFree}});
+    b.event(Action::SegmentAlloc, addr, 20 * MiB);
+    b.event(Action::Alloc, addr, 12 * MiB);
+  }
+  b.oom(16 * MiB, 10 * GiB);
+  const auto result = b.analyze();
+  ASSERT_EQ(result.size(), 1u);
+  const OomAnalysis& a = result[0];
+  EXPECT_EQ(a.verdict, OomVerdict::Fragmentation);  // the fragments could have held it
+  ASSERT_TRUE(a.process_limit);
+  EXPECT_EQ(a.process_limit->at_least, 80 * MiB);
+  EXPECT_EQ(a.process_limit->below, 96 * MiB);
+  EXPECT_EQ(a.reason,
+            "The failed request of 16.00 MiB is larger than the largest reusable inactive block (8.00 MiB) "
+            "although 32.00 MiB was free in 4 segments of the same pool and stream that also held live blocks; the device "
+            "still had 10.00 GiB free, so this process hit its own limit (torch.cuda.set_per_process_memory_fraction), "
+            "between 80.00 MiB and 96.00 MiB");
+}
+
+// Live memory fills what the process may reserve while the device has room: capacity under the
+// process's limit, which lies between what was reserved and that plus the segment the request
+// needed (a 3 MiB request asks cudaMalloc for 20 MiB).
+TEST(Fragmentation, CapacityUnderAProcessLimit) {
+  SnapshotBuilder b;
+  b.segment(kBase, {{58 * MiB, kLive}, {2 * MiB, kFree}});
+  b.event(Action::SegmentAlloc, kBase, 60 * MiB);
+  b.event(Action::Alloc, kBase, 58 * MiB);
+  b.oom(3 * MiB, 40 * GiB);
+  const auto result = b.analyze();
+  ASSERT_EQ(result.size(), 1u);
+  const OomAnalysis& a = result[0];
+  EXPECT_EQ(a.verdict, OomVerdict::Capacity);
+  ASSERT_TRUE(a.process_limit);
+  EXPECT_EQ(a.process_limit->at_least, 60 * MiB);
+  EXPECT_EQ(a.process_limit->below, 80 * MiB);
+  EXPECT_EQ(a.reason,
+            "Live allocations of 58.00 MiB at the OOM leave no room for the failed request of 3.00 MiB under this process's "
+            "memory limit (torch.cuda.set_per_process_memory_fraction), which lay between 60.00 MiB and 80.00 MiB: the device "
+            "still had 40.00 GiB free; allocator tuning will not help (not fragmentation: only 2.00 MiB was inactive then)");
 }
 
 // Live memory fills the device: 58 MiB live of 60 MiB reserved and 1 MiB free.
