@@ -82,6 +82,9 @@ struct ReferenceCycles {
   std::int64_t device = 0;
   std::size_t bursts = 0;
   std::uint64_t blocks = 0, bytes = 0;  // freed by the qualifying bursts
+  // Of those blocks, the bytes live at the device's peak that an earlier step allocated: what
+  // freeing each step's objects at its end (no cycle) would take off the peak.
+  std::uint64_t held_at_peak = 0;
   std::size_t max_steps_spanned = 0;
   std::vector<std::pair<std::string, std::uint64_t>> sites;  // allocation sites of those blocks
 };

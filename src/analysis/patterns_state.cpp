@@ -24,6 +24,7 @@ std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, 
   std::map<std::string, std::uint64_t> site_bytes;
   std::vector<std::size_t> run;
   std::vector<std::size_t> run_steps;
+  const std::size_t peak_step = st.step_of(timeline.peak_index);
   // Whether the run's blocks were allocated in at least kBurstMinSteps different steps (the
   // blocks that count are a subset): most bursts free one step's temporaries and stop here.
   auto spans_enough_steps = [&] {
@@ -42,18 +43,20 @@ std::optional<ReferenceCycles> reference_cycles(const DeviceTimeline& timeline, 
     std::map<std::size_t, std::set<std::size_t>> steps_of_site;
     for (std::size_t i : run) steps_of_site[sites.of(lifetimes[i].stack)].insert(st.step_of(lifetimes[i].alloc));
     std::set<std::size_t> steps;
-    std::uint64_t blocks = 0, bytes = 0;
+    std::uint64_t blocks = 0, bytes = 0, held = 0;
     for (std::size_t i : run) {
       const auto& site_steps = steps_of_site[sites.of(lifetimes[i].stack)];
       if (site_steps.size() < 2) continue;
       steps.insert(st.step_of(lifetimes[i].alloc));
       ++blocks;
       bytes += lifetimes[i].size;
+      if (lifetimes[i].live_at(timeline.peak_index) && st.step_of(lifetimes[i].alloc) < peak_step) held += lifetimes[i].size;
     }
     if (blocks >= kBurstMinBlocks && steps.size() >= kBurstMinSteps) {
       ++r.bursts;
       r.blocks += blocks;
       r.bytes += bytes;
+      r.held_at_peak += held;
       r.max_steps_spanned = std::max(r.max_steps_spanned, steps.size());
       for (std::size_t i : run) {
         const std::size_t site = sites.of(lifetimes[i].stack);
@@ -95,7 +98,10 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
   p.fix.push_back(fix(FixId::WarnTensorCycles));
   p.fix.push_back(fix(FixId::BreakCycle, r.sites.empty() ? std::string("the sites above") : r.sites.front().first));
   p.fix.push_back(fix(FixId::GcCollect));
-  p.saving_bytes = r.bytes;
+  if (r.held_at_peak > 0) {
+    p.evidence.push_back(sentence("at the peak, {} of these blocks from earlier steps were still waiting for the collector", Bytes(r.held_at_peak)));
+    p.saving_bytes = r.held_at_peak;
+  }
   return p;
 }
 
