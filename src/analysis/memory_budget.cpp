@@ -125,6 +125,67 @@ bool match_gradients(const SizeCounts& unexplained, const SizeCounts& gradients,
   return true;
 }
 
+// Takes up to `n` not yet decided stack-less items of `size` as `kind`, those of provenance `first`
+// before the others; returns how many it took.
+std::uint64_t assign_preferring(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless,
+                                const std::vector<LiveItem>& items, std::uint64_t size, std::uint64_t n, Category kind, Provenance first) {
+  std::uint64_t taken = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t k : stackless) {
+      if (taken == n) return taken;
+      if (items[k].requested != size || decisions[k].source != KindSource::NoEvidence) continue;
+      if ((items[k].provenance == first) != (pass == 0)) continue;
+      decisions[k] = {kind, KindSource::SizeMatch};
+      ++taken;
+    }
+  }
+  return taken;
+}
+
+// Optimizer moments recorded with their stacks (created by the first optimizer.step()) hold one
+// block per parameter and moment: Adam's two moments when the size counts are even, else one (SGD
+// momentum). Their halved (or whole) counts are the parameters' sizes; stack-less blocks of those
+// sizes are the parameters (those allocated before the recording first), then the gradients (the
+// backward pass allocates them on autograd's thread, which records no Python frames).
+bool match_optimizer_state(const SizeCounts& optimizer, const SizeCounts& gradients_here, std::vector<Decision>& decisions,
+                           const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items, std::vector<std::string>& evidence) {
+  std::uint64_t even_bytes = 0;
+  for (const auto& [size, n] : optimizer) even_bytes += n % 2 == 0 ? size * n : 0;
+  const std::uint64_t moments = static_cast<double>(even_bytes) >= kMinMatchedShare * static_cast<double>(bytes_of(optimizer)) ? 2 : 1;
+  SizeCounts parameters;
+  for (const auto& [size, n] : optimizer) {
+    if (n / moments > 0) parameters[size] = n / moments;
+  }
+  const std::uint64_t parameter_bytes = bytes_of(parameters);
+  if (parameter_bytes == 0 || blocks_of(parameters) < 2) return false;
+  std::vector<Decision> trial = decisions;
+  std::uint64_t params = 0, grads = 0, param_blocks = 0, grad_blocks = 0;
+  for (const auto& [size, n] : parameters) {
+    const std::uint64_t p = assign_preferring(trial, stackless, items, size, n, Category::Parameter, Provenance::BeforeWindow);
+    params += p * size;
+    param_blocks += p;
+  }
+  if (static_cast<double>(params) < kMinMatchedShare * static_cast<double>(parameter_bytes)) return false;
+  for (const auto& [size, n] : parameters) {  // one gradient per parameter, less those with stacks
+    const auto known = gradients_here.find(size);
+    const std::uint64_t missing = known == gradients_here.end() ? n : n - std::min(n, known->second);
+    const std::uint64_t g = assign_preferring(trial, stackless, items, size, missing, Category::Gradient, Provenance::InWindow);
+    grads += g * size;
+    grad_blocks += g;
+  }
+  decisions = std::move(trial);
+  evidence.push_back(fmt::format("the optimizer state ({} in {} blocks, with stacks) is {} per parameter: {} stack-less blocks of "
+                                 "its sizes ({}) are the parameters{}",
+                                 format_bytes(bytes_of(optimizer)), blocks_of(optimizer),
+                                 moments == 2 ? "two moments (Adam's exp_avg and exp_avg_sq)" : "one buffer (momentum)", param_blocks,
+                                 format_bytes(params),
+                                 grad_blocks ? fmt::format(", and {} more ({}) the gradients, allocated in backward by autograd's "
+                                                           "thread, which records no Python frames",
+                                                           grad_blocks, format_bytes(grads))
+                                             : std::string()));
+  return true;
+}
+
 // With nothing to compare with: sizes that occur a multiple of 4 times holding most of the bytes
 // are 4 copies of one set, the weights, their gradients and two AdamW moments.
 bool match_copies(const SizeCounts& unexplained, std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless,
@@ -147,16 +208,17 @@ bool match_copies(const SizeCounts& unexplained, std::vector<Decision>& decision
 }
 
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
-std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients, KindCache& kinds,
-                             MemoryBudget& budget) {
+std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients,
+                             const SizeCounts& optimizer, KindCache& kinds, MemoryBudget& budget) {
   std::vector<Decision> decisions(items.size());
   std::vector<std::size_t> stackless;
-  SizeCounts unexplained;
+  SizeCounts unexplained, gradients_here;  // stack-less sizes; gradients with stacks at this moment
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (const auto tagged = tag_kind(s, items[k].stack)) {
       decisions[k] = {tagged->kind, tagged->from_profiler ? KindSource::ProfilerCategory : KindSource::UserMetadata};
     } else if (has_stack(s, items[k])) {
       decisions[k] = {kinds.of(items[k].stack), KindSource::StackRule};
+      if (decisions[k].kind == Category::Gradient) ++gradients_here[items[k].requested];
     } else {
       stackless.push_back(k);
       ++unexplained[items[k].requested];
@@ -177,8 +239,12 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
                                           format_bytes(before)));
   }
   if (no_trace > 0) budget.evidence.push_back(fmt::format("{} of it is on a device without a trace: when it was allocated is unknown", format_bytes(no_trace)));
-  if (!match_gradients(unexplained, gradients, decisions, stackless, items, budget.evidence) && gradients.empty() &&
-      !match_copies(unexplained, decisions, stackless, items, budget.evidence)) {
+  std::vector<std::string> gradient_evidence;  // kept when no other match explains the blocks
+  const bool by_gradients = match_gradients(unexplained, gradients, decisions, stackless, items, gradient_evidence);
+  if (!by_gradients && match_optimizer_state(optimizer, gradients_here, decisions, stackless, items, budget.evidence)) return decisions;
+  budget.evidence.insert(budget.evidence.end(), gradient_evidence.begin(), gradient_evidence.end());
+  if (by_gradients) return decisions;
+  if (gradients.empty() && !match_copies(unexplained, decisions, stackless, items, budget.evidence)) {
     budget.evidence.push_back("the stack-less sizes match no gradient set and no multiple of one set: their kind is unknown");
   }
   return decisions;
@@ -207,19 +273,33 @@ struct Moment {
   std::vector<LiveItem> items;
 };
 
+// The sizes of the live blocks of `kind` with stacks at each moment.
+std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds, Category kind) {
+  std::vector<SizeCounts> out;
+  for (const Moment& m : moments) {
+    SizeCounts& counts = out.emplace_back();
+    for (const LiveItem& item : m.items) {
+      if (has_stack(s, item) && kinds.of(item.stack) == kind) ++counts[item.requested];
+    }
+  }
+  return out;
+}
+
 // The gradients' sizes: those live at the moment holding the most gradient bytes.
 SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds) {
   SizeCounts best;
-  std::uint64_t best_bytes = 0;
-  for (const Moment& m : moments) {
-    SizeCounts counts;
-    for (const LiveItem& item : m.items) {
-      if (has_stack(s, item) && kinds.of(item.stack) == Category::Gradient) ++counts[item.requested];
-    }
-    if (const std::uint64_t bytes = bytes_of(counts); bytes > best_bytes) {
-      best_bytes = bytes;
-      best = std::move(counts);
-    }
+  for (SizeCounts& counts : kind_sizes(s, moments, kinds, Category::Gradient)) {
+    if (bytes_of(counts) > bytes_of(best)) best = std::move(counts);
+  }
+  return best;
+}
+
+// The optimizer state's sizes at the moment holding the least of it (but some): its lasting
+// moments, without the temporaries optimizer.step() allocates while it runs.
+SizeCounts optimizer_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds) {
+  SizeCounts best;
+  for (SizeCounts& counts : kind_sizes(s, moments, kinds, Category::OptimizerState)) {
+    if (bytes_of(counts) > 0 && (best.empty() || bytes_of(counts) < bytes_of(best))) best = std::move(counts);
   }
   return best;
 }
@@ -351,8 +431,9 @@ std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<De
   for (const DeviceTotals& d : totals.devices) {
     std::vector<Moment> moments = moments_of(s, timelines, d, first_oom.count(d.device) ? first_oom[d.device] : 0);
     const SizeCounts gradients = gradient_sizes(s, moments, kinds);
+    const SizeCounts optimizer = optimizer_sizes(s, moments, kinds);
     for (Moment& m : moments) {
-      const std::vector<Decision> decisions = decide(s, m.items, gradients, kinds, m.budget);
+      const std::vector<Decision> decisions = decide(s, m.items, gradients, optimizer, kinds, m.budget);
       fill_rows(m.budget, m.items, decisions);
       out.push_back(std::move(m.budget));
     }
