@@ -427,6 +427,9 @@ static std::string ranks_comparison_headline(const RankReport& r) {
     if (r.ranks[i].metric < r.ranks[lo].metric) lo = i;
     if (r.ranks[i].metric > r.ranks[hi].metric) hi = i;
   }
+  if (r.ranks.size() == 1) {  // nothing to compare with: the rank's own headline
+    return fmt::format("One rank only (rank {}), nothing to compare it with: {}", r.ranks[r.body].rank, body.headline);
+  }
   if (r.outliers.empty()) {
     return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), metric_label(r.metric),
                        format_bytes(r.ranks[lo].metric), format_bytes(r.ranks[hi].metric), r.ranks[r.body].rank, body.headline);
