@@ -156,8 +156,9 @@ TEST(Fragmentation, FinalStateWithoutTrace) {
   EXPECT_EQ(layout_before_event(b.s, 3, 0).reserved, 0u);  // unknown device
 }
 
-// Four 20 MiB segments, each split into 12 MiB live + 8 MiB inactive; a 16 MiB request fails.
-TEST(Fragmentation, OomFromSplitSegments) {
+// Four 20 MiB segments, each split into 12 MiB live + 8 MiB inactive; a 16 MiB request fails
+// with `device_free` free on the device.
+std::vector<OomAnalysis> split_segments_oom(std::uint64_t device_free) {
   SnapshotBuilder b;
   for (int i = 0; i < 4; ++i) {
     const std::uint64_t addr = kBase + i * 20 * MiB;
@@ -165,8 +166,30 @@ TEST(Fragmentation, OomFromSplitSegments) {
     b.event(Action::SegmentAlloc, addr, 20 * MiB);
     b.event(Action::Alloc, addr, 12 * MiB);
   }
-  b.oom(16 * MiB, 8 * MiB);
-  const auto result = b.analyze();
+  b.oom(16 * MiB, device_free);
+  return b.analyze();
+}
+
+// One 60 MiB segment, 58 MiB of it live; a request of `request` fails with `device_free` free.
+std::vector<OomAnalysis> nearly_full_segment_oom(std::uint64_t request, std::uint64_t device_free) {
+  SnapshotBuilder b;
+  b.segment(kBase, {{58 * MiB, kLive}, {2 * MiB, kFree}});
+  b.event(Action::Alloc, kBase, 58 * MiB);
+  b.oom(request, device_free);
+  return b.analyze();
+}
+
+// The one OOM of `result` has `verdict` and a process limit in [at_least, below).
+void expect_under_limit(const std::vector<OomAnalysis>& result, OomVerdict verdict, std::uint64_t at_least, std::uint64_t below) {
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0].verdict, verdict);
+  ASSERT_TRUE(result[0].process_limit);
+  EXPECT_EQ(result[0].process_limit->at_least, at_least);
+  EXPECT_EQ(result[0].process_limit->below, below);
+}
+
+TEST(Fragmentation, OomFromSplitSegments) {
+  const auto result = split_segments_oom(8 * MiB);
   ASSERT_EQ(result.size(), 1u);
   const OomAnalysis& a = result[0];
   EXPECT_EQ(a.event.index, 8u);
@@ -188,22 +211,9 @@ TEST(Fragmentation, OomFromSplitSegments) {
 // The same layout with 10 GiB free on the device: cudaMalloc could have given the 16 MiB segment, so
 // the process's own limit (set_per_process_memory_fraction) refused it; it lay in [80, 96) MiB.
 TEST(Fragmentation, FragmentsUnderAProcessLimit) {
-  SnapshotBuilder b;
-  for (int i = 0; i < 4; ++i) {
-    const std::uint64_t addr = kBase + i * 20 * MiB;
-    b.segment(addr, {{12 * MiB, kLive}, {8 * MiB, kFree}});
-    b.event(Action::SegmentAlloc, addr, 20 * MiB);
-    b.event(Action::Alloc, addr, 12 * MiB);
-  }
-  b.oom(16 * MiB, 10 * GiB);
-  const auto result = b.analyze();
-  ASSERT_EQ(result.size(), 1u);
-  const OomAnalysis& a = result[0];
-  EXPECT_EQ(a.verdict, OomVerdict::Fragmentation);  // the fragments could have held it
-  ASSERT_TRUE(a.process_limit);
-  EXPECT_EQ(a.process_limit->at_least, 80 * MiB);
-  EXPECT_EQ(a.process_limit->below, 96 * MiB);
-  EXPECT_EQ(a.reason,
+  const auto result = split_segments_oom(10 * GiB);
+  expect_under_limit(result, OomVerdict::Fragmentation, 80 * MiB, 96 * MiB);  // the fragments could have held it
+  EXPECT_EQ(result[0].reason,
             "The failed request of 16.00 MiB is larger than the largest reusable inactive block (8.00 MiB) "
             "although 32.00 MiB was free in 4 segments of the same pool and stream that also held live blocks; the device "
             "still had 10.00 GiB free, so this process hit its own limit (torch.cuda.set_per_process_memory_fraction), "
@@ -214,19 +224,9 @@ TEST(Fragmentation, FragmentsUnderAProcessLimit) {
 // process's limit, which lies between what was reserved and that plus the segment the request
 // needed (a 3 MiB request asks cudaMalloc for 20 MiB).
 TEST(Fragmentation, CapacityUnderAProcessLimit) {
-  SnapshotBuilder b;
-  b.segment(kBase, {{58 * MiB, kLive}, {2 * MiB, kFree}});
-  b.event(Action::SegmentAlloc, kBase, 60 * MiB);
-  b.event(Action::Alloc, kBase, 58 * MiB);
-  b.oom(3 * MiB, 40 * GiB);
-  const auto result = b.analyze();
-  ASSERT_EQ(result.size(), 1u);
-  const OomAnalysis& a = result[0];
-  EXPECT_EQ(a.verdict, OomVerdict::Capacity);
-  ASSERT_TRUE(a.process_limit);
-  EXPECT_EQ(a.process_limit->at_least, 60 * MiB);
-  EXPECT_EQ(a.process_limit->below, 80 * MiB);
-  EXPECT_EQ(a.reason,
+  const auto result = nearly_full_segment_oom(3 * MiB, 40 * GiB);
+  expect_under_limit(result, OomVerdict::Capacity, 60 * MiB, 80 * MiB);
+  EXPECT_EQ(result[0].reason,
             "Live allocations of 58.00 MiB at the OOM leave no room for the failed request of 3.00 MiB under this process's "
             "memory limit (torch.cuda.set_per_process_memory_fraction), which lay between 60.00 MiB and 80.00 MiB: the device "
             "still had 40.00 GiB free; allocator tuning will not help (not fragmentation: only 2.00 MiB was inactive then)");
@@ -234,11 +234,7 @@ TEST(Fragmentation, CapacityUnderAProcessLimit) {
 
 // Live memory fills the device: 58 MiB live of 60 MiB reserved and 1 MiB free.
 TEST(Fragmentation, CapacityOom) {
-  SnapshotBuilder b;
-  b.segment(kBase, {{58 * MiB, kLive}, {2 * MiB, kFree}});
-  b.event(Action::Alloc, kBase, 58 * MiB);
-  b.oom(10 * MiB + 512, MiB);
-  const auto result = b.analyze();
+  const auto result = nearly_full_segment_oom(10 * MiB + 512, MiB);
   ASSERT_EQ(result.size(), 1u);
   const OomAnalysis& a = result[0];
   EXPECT_EQ(a.largest_reusable_block, 2 * MiB);
