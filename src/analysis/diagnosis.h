@@ -76,6 +76,9 @@ struct ActivationPressure {
   std::int64_t forward_us = -1;  // first of those allocations to the peak
   std::int64_t step_us = -1;     // median step time
   std::size_t steps = 0;
+  // An OOM ended the forward before its backward ran: `freeable` is the activations live at the
+  // OOM, kept for a backward that never came.
+  bool cut_by_oom = false;
 };
 
 struct ReferenceCycles {

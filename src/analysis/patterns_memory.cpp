@@ -195,15 +195,19 @@ std::optional<ActivationPressure> activation_pressure(const Snapshot& s, const D
     }
   }
   if (backward == SIZE_MAX && phases) backward = first_backward_after(*phases, p);
-  if (backward == SIZE_MAX) return std::nullopt;  // no backward after the peak: not a training sawtooth
+  // No backward after the peak: not a training sawtooth, unless an OOM cut the forward short.
+  const bool cut = backward == SIZE_MAX && phases && phases->peak && phases->peak->phase == Phase::Forward && !t.oom_events.empty() &&
+                   t.oom_events.back() + 1 >= p;
+  if (backward == SIZE_MAX && !cut) return std::nullopt;
   ActivationPressure a;
   a.device = t.device;
   a.peak = *t.peak_allocated;
+  a.cut_by_oom = cut;
   std::map<std::string, std::pair<std::uint64_t, std::size_t>> modules;  // call site -> (bytes, deepest depth)
   std::unordered_map<StackId, std::vector<CallSite>> module_memo;
   std::size_t first_alloc = SIZE_MAX;
   for (const Lifetime& l : lifetimes) {
-    if (!l.live_at(p) || l.stack == kNoStack || l.free == kStillLive || l.free < backward) continue;
+    if (!l.live_at(p) || l.stack == kNoStack || (!cut && (l.free == kStillLive || l.free < backward))) continue;
     if (category(l.stack) != Category::Activation) continue;
     a.freeable += l.size;
     ++a.tensors;
@@ -247,11 +251,20 @@ Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom) {
   p.verdict = capacity_oom ? Verdict::Problem : Verdict::Info;
   p.confidence = a.steps >= 2 ? Confidence::High : Confidence::Medium;
   const std::string top = a.modules.empty() ? std::string("the largest modules") : a.modules.front().first;
-  p.summary = sentence("Forward activations dominate the peak: {} ({:.0f}% of the {} peak) is live at the peak and freed in "
-                       "backward (a sawtooth); checkpointing the modules called at {} trades that memory for recompute",
-                       Bytes(a.freeable), pct(double(a.freeable), double(a.peak)), Bytes(a.peak), top);
-  p.evidence.push_back(sentence("at the peak (device {}): {} activation tensors, {}, all freed after the backward pass began",
-                                a.device, a.tensors, Bytes(a.freeable)));
+  if (a.cut_by_oom) {
+    p.summary = sentence("The forward pass ran out of memory holding {} of activations ({:.0f}% of the {} live): tensors kept for a "
+                         "backward that never ran; checkpointing the modules called at {} trades them for recompute",
+                         Bytes(a.freeable), pct(double(a.freeable), double(a.peak)), Bytes(a.peak), top);
+    p.evidence.push_back(sentence("at the OOM (device {}): {} activation tensors, {}, allocated in the forward and not freed; no "
+                                  "backward pass ran in the window",
+                                  a.device, a.tensors, Bytes(a.freeable)));
+  } else {
+    p.summary = sentence("Forward activations dominate the peak: {} ({:.0f}% of the {} peak) is live at the peak and freed in "
+                         "backward (a sawtooth); checkpointing the modules called at {} trades that memory for recompute",
+                         Bytes(a.freeable), pct(double(a.freeable), double(a.peak)), Bytes(a.peak), top);
+    p.evidence.push_back(sentence("at the peak (device {}): {} activation tensors, {}, all freed after the backward pass began",
+                                  a.device, a.tensors, Bytes(a.freeable)));
+  }
   for (std::size_t i = 0; i < a.modules.size() && i < 4; ++i) {
     p.evidence.push_back(sentence("activations of modules called at {}: {}", a.modules[i].first, Bytes(a.modules[i].second)));
   }

@@ -379,6 +379,26 @@ Phase phase_of_stack(const Snapshot& s, StackId stack) {
   return Phase::Other;
 }
 
+namespace {
+
+// A forward that an OOM ended before its backward could run: the OOM is in it or right after it,
+// and it kept what it allocated (at most a quarter of its allocations freed in it), as a training
+// forward keeps the activations saved for backward. An inference forward frees its
+// intermediates as the next layer consumes them: with no backward it stays evaluation.
+bool forward_cut_by_oom(const DeviceTimeline& t, const TraceEvents& events, const PhaseSpan& sp) {
+  const bool oom_ends_it =
+      std::any_of(t.oom_events.begin(), t.oom_events.end(), [&](std::size_t e) { return e >= sp.first && e <= sp.end; });
+  if (!oom_ends_it) return false;
+  std::size_t allocs = 0, frees = 0;
+  for (std::size_t k = sp.first; k < sp.end && k < events.size(); ++k) {
+    allocs += events[k].action == Action::Alloc;
+    frees += events[k].action == Action::FreeCompleted;
+  }
+  return allocs > 0 && frees * 4 <= allocs;
+}
+
+}  // namespace
+
 DevicePhases find_phases(const Snapshot& s, const DeviceTimeline& t) {
   DevicePhases d;
   d.device = t.device;
@@ -393,7 +413,7 @@ DevicePhases find_phases(const Snapshot& s, const DeviceTimeline& t) {
   d.spans = spans_of(labels, inferred);
   if (!d.has(Phase::Backward)) {
     for (PhaseSpan& sp : d.spans) {
-      if (sp.phase == Phase::Forward) sp.phase = Phase::Evaluation;
+      if (sp.phase == Phase::Forward && !forward_cut_by_oom(t, events, sp)) sp.phase = Phase::Evaluation;
     }
   }
   d.annotated = std::any_of(d.spans.begin(), d.spans.end(), [](const PhaseSpan& sp) { return sp.source == PhaseSource::Annotations; });

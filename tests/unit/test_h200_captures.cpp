@@ -78,7 +78,7 @@ TEST(H200Captures, EachSituationShowsItsPattern) {
                {"capacity_oom.pickle", PatternId::Capacity},            {"optimizer_oom.pickle", PatternId::Capacity},
                {"optimizer_oom.pickle", PatternId::OptimizerStateSpike}, {"pending_frees.pickle", PatternId::PendingFrees},
                {"reference_cycles.pickle", PatternId::ReferenceCycles},  {"cpp_stacks.pickle", PatternId::OptimizerStateSpike},
-               {"recipe_oom.pickle", PatternId::Capacity}};
+               {"recipe_oom.pickle", PatternId::Capacity},              {"capacity_oom.pickle", PatternId::ActivationPressure}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.file);
     const Read r = read(c.file);
@@ -111,6 +111,21 @@ TEST(H200Captures, OomsUnderAProcessLimitBracketTheLimit) {
   EXPECT_EQ(r.analysis.ooms[0].process_limit->at_least, 5607784448u);  // reserved at the OOM
   EXPECT_EQ(r.analysis.ooms[0].process_limit->below, 5607784448u + 1024 * MiB);
   EXPECT_NE(r.analysis.headline.find("torch.cuda.set_per_process_memory_fraction"), std::string::npos) << r.analysis.headline;
+}
+
+// The batch too large for the cap: the forward ran out of memory before any backward, holding
+// the activations it keeps for backward; the phase stays a forward, not an evaluation. The bytes:
+// the requested sizes of the 13 live blocks with a `forward` frame, summed in Python.
+TEST(H200Captures, ForwardCutShortByTheOomHoldsItsActivations) {
+  const Read r = read("capacity_oom.pickle");
+  const Pattern* p = pattern(r.analysis, PatternId::ActivationPressure);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->summary.text().rfind("The forward pass ran out of memory holding 4.03 GiB of activations", 0), 0u) << p->summary;
+  ASSERT_TRUE(p->saving_bytes);
+  EXPECT_EQ(*p->saving_bytes, 4330094592u);
+  ASSERT_EQ(r.analysis.phases.size(), 1u);
+  ASSERT_TRUE(r.analysis.phases[0].peak);
+  EXPECT_EQ(r.analysis.phases[0].peak->phase, Phase::Forward);
 }
 
 // With stacks="python", parameters allocated before the recording and gradients allocated by
