@@ -285,7 +285,8 @@ Pattern activation_pattern(const ActivationPressure& a, bool capacity_oom) {
   } else {
     p.fix.push_back(fix(FixId::RecomputeCostTypical));
   }
-  if (top.find("/transformers/") != std::string::npos) p.fix.push_back(fix(FixId::HfGradientCheckpointing));
+  // Hugging Face's own modules (not a project's folder that happens to be named transformers/).
+  if (path_has(top, "site-packages/transformers/") || path_has(top, "transformers/models/")) p.fix.push_back(fix(FixId::HfGradientCheckpointing));
   p.fix.push_back(fix(FixId::SmallerMicroBatch));
   p.saving_bytes = a.freeable;
   return p;
