@@ -422,13 +422,13 @@ std::string diff_headline(const DiffReport& d) {
 // The comparison itself: balanced, uneven, or the ranks that stand out.
 static std::string ranks_comparison_headline(const RankReport& r) {
   const Analysis& body = r.ranks[r.body].analysis;
+  if (r.ranks.size() == 1) {  // nothing to compare with: the rank's own headline
+    return fmt::format("One rank only (rank {}), nothing to compare it with: {}", r.ranks[r.body].rank, body.headline);
+  }
   std::size_t lo = 0, hi = 0;
   for (std::size_t i = 0; i < r.ranks.size(); ++i) {
     if (r.ranks[i].metric < r.ranks[lo].metric) lo = i;
     if (r.ranks[i].metric > r.ranks[hi].metric) hi = i;
-  }
-  if (r.ranks.size() == 1) {  // nothing to compare with: the rank's own headline
-    return fmt::format("One rank only (rank {}), nothing to compare it with: {}", r.ranks[r.body].rank, body.headline);
   }
   if (r.outliers.empty()) {
     return fmt::format("The {} ranks are balanced ({} from {} to {}); rank {}: {}", r.ranks.size(), metric_label(r.metric),

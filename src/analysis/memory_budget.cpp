@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -73,15 +74,21 @@ class KindCache {
 
 bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
 
-// Takes up to `n` not yet decided stack-less items of `size` as `kind`.
-void assign(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items,
-            std::uint64_t size, std::uint64_t n, Category kind) {
-  for (std::size_t k : stackless) {
-    if (n == 0) return;
-    if (items[k].requested != size || decisions[k].source != KindSource::NoEvidence) continue;
-    decisions[k] = {kind, KindSource::SizeMatch};
-    --n;
+// Takes up to `n` not yet decided stack-less items of `size` as `kind`, in their order or, given
+// `first`, those of that provenance before the others; returns how many it took.
+std::uint64_t assign(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items,
+                     std::uint64_t size, std::uint64_t n, Category kind, std::optional<Provenance> first = std::nullopt) {
+  std::uint64_t taken = 0;
+  for (int pass = 0; pass < (first ? 2 : 1); ++pass) {
+    for (std::size_t k : stackless) {
+      if (taken == n) return taken;
+      if (items[k].requested != size || decisions[k].source != KindSource::NoEvidence) continue;
+      if (first && (items[k].provenance == *first) != (pass == 0)) continue;
+      decisions[k] = {kind, KindSource::SizeMatch};
+      ++taken;
+    }
   }
+  return taken;
 }
 
 // Stack-less blocks matched one to one to the gradients' sizes are the parameters; two more of
@@ -125,23 +132,6 @@ bool match_gradients(const SizeCounts& unexplained, const SizeCounts& gradients,
   return true;
 }
 
-// Takes up to `n` not yet decided stack-less items of `size` as `kind`, those of provenance `first`
-// before the others; returns how many it took.
-std::uint64_t assign_preferring(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless,
-                                const std::vector<LiveItem>& items, std::uint64_t size, std::uint64_t n, Category kind, Provenance first) {
-  std::uint64_t taken = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (std::size_t k : stackless) {
-      if (taken == n) return taken;
-      if (items[k].requested != size || decisions[k].source != KindSource::NoEvidence) continue;
-      if ((items[k].provenance == first) != (pass == 0)) continue;
-      decisions[k] = {kind, KindSource::SizeMatch};
-      ++taken;
-    }
-  }
-  return taken;
-}
-
 // Optimizer moments recorded with their stacks (created by the first optimizer.step()) hold one
 // block per parameter and moment: Adam's two moments when the size counts are even, else one (SGD
 // momentum). Their halved (or whole) counts are the parameters' sizes; stack-less blocks of those
@@ -161,7 +151,7 @@ bool match_optimizer_state(const SizeCounts& optimizer, const SizeCounts& gradie
   std::vector<Decision> trial = decisions;
   std::uint64_t params = 0, grads = 0, param_blocks = 0, grad_blocks = 0;
   for (const auto& [size, n] : parameters) {
-    const std::uint64_t p = assign_preferring(trial, stackless, items, size, n, Category::Parameter, Provenance::BeforeWindow);
+    const std::uint64_t p = assign(trial, stackless, items, size, n, Category::Parameter, Provenance::BeforeWindow);
     params += p * size;
     param_blocks += p;
   }
@@ -169,7 +159,7 @@ bool match_optimizer_state(const SizeCounts& optimizer, const SizeCounts& gradie
   for (const auto& [size, n] : parameters) {  // one gradient per parameter, less those with stacks
     const auto known = gradients_here.find(size);
     const std::uint64_t missing = known == gradients_here.end() ? n : n - std::min(n, known->second);
-    const std::uint64_t g = assign_preferring(trial, stackless, items, size, missing, Category::Gradient, Provenance::InWindow);
+    const std::uint64_t g = assign(trial, stackless, items, size, missing, Category::Gradient, Provenance::InWindow);
     grads += g * size;
     grad_blocks += g;
   }
