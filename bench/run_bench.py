@@ -21,7 +21,9 @@ conservative baseline for the speed ratio.
 Each round also times this runner reading the file once with read() into a 1 MiB buffer (the
 "scan": the machine's floor for touching every byte, page cache to memory), so that a read's
 time can be compared across machines whose Python and memory differ (read / scan); not with
---no-warm, since the scan fills the page cache.
+--no-warm, since the scan fills the page cache. And after the scan a child maps the file and
+says how much of it the page cache holds in huge (2 MiB) folios ("page_cache_huge_fraction"):
+on a VM with shadow page tables memsnap's mapping is read faster when it is (bench/README §21).
 """
 import argparse
 import os
@@ -93,6 +95,32 @@ def warm_cache(path):
     return time.perf_counter() - t0
 
 
+# In a child (its RSS is the file's): how much of the file the page cache holds in 2 MiB folios,
+# so that a mapping of it is mapped by huge pages. On a VM whose hypervisor keeps shadow page
+# tables the first access to each 4 KiB page of a mapping traps, to a huge page once: the same
+# binary read the same bytes 1.27x faster when the cache held them in huge folios (bench/README
+# §21). A file read from disk with a large read-ahead comes in huge folios; one just written
+# (by PyTorch, or by amplify_snapshot.py) in small ones.
+HUGE_CHILD = (
+    "import mmap, sys\n"
+    "f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+    "m[::4096]\n"
+    "pmd = 0\n"
+    "for line in open('/proc/self/smaps'):\n"
+    "    if line.startswith('FilePmdMapped:'): pmd += int(line.split()[1])\n"
+    "sys.stderr.write('HUGE_KIB %d\\n' % pmd)\n"
+)
+
+
+def page_cache_huge_fraction(python, path, size):
+    """The share of the file mapped by huge pages (None when the kernel does not say)."""
+    rc, _, _, err, _ = run_child([python, "-c", HUGE_CHILD, path])
+    for line in err.splitlines():
+        if rc == 0 and line.startswith("HUGE_KIB "):
+            return min(1.0, int(line.split()[1]) * 1024 / size) if size else None
+    return None
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -148,6 +176,7 @@ def main():
     for r in range(args.rounds):
         row = {"round": r + 1, "load_average_1min": os.getloadavg()[0],
                "scan_s": None if args.no_warm else warm_cache(snap)}  # --no-warm: the scan would warm it
+        row["page_cache_huge_fraction"] = page_cache_huge_fraction(args.python, snap, file_size)
         for name, argv in children.items():
             rc, t, rss, err, cpu = run_child(argv, env=None if name == "python" else profile_env)
             row[f"{name}_s"], row[f"{name}_rc"], row[f"{name}_maxrss_kib"] = t, rc, rss
@@ -197,6 +226,10 @@ def main():
         print(f"{name + ' cmd:':17s}{shlex.join(children[name])}")
     print(f"RSS floor:       {fmt_kib(floor_kib)} (ru_maxrss of /bin/true spawned from this runner; "
           f"peak RSS figures cannot go below it)")
+    huge = [x["page_cache_huge_fraction"] for x in rounds if x["page_cache_huge_fraction"] is not None]
+    if huge:
+        print(f"page cache:      {', '.join(f'{h:.0%}' for h in huge)} of the file in huge folios at the rounds' "
+              f"starts (mapped by 2 MiB pages)")
     print()
     print(f"{'':26s}{'read':>12s}{'report':>12s}{'python':>12s}")
     print(f"{'median wall time (s)':26s}{t['read']:12.3f}{t['report']:12.3f}{t['python']:12.3f}")

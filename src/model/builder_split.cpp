@@ -1,4 +1,4 @@
-// SnapshotBuilder::adopt_split: the trace entries the reader's second thread decoded
+// SnapshotBuilder::adopt_split: the trace entries a trace split thread decoded
 // (read/split_trace.h), taken as trace_fields takes each entry. Only what changes the model in
 // file order is done here, in file order: the first entry of each local stack interns its frames
 // and the stack, and each entry naming a stack by reference resolves it. The events themselves

@@ -1,6 +1,8 @@
 // EventStore: batches of trace events, stored per device on a worker thread (see the header).
 #include "model/event_store.h"
 
+#include "base/phase_timer.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
@@ -166,6 +168,7 @@ void EventStore::finish() {
   finished_ = true;
   if (open_) hand_over();
   if (worker_.joinable()) {
+    const PhaseTimer timer("read: waited for the event store's worker");
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return full_.empty() || error_; });

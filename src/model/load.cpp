@@ -1,6 +1,7 @@
 // load_snapshot: reader selection by content, streaming trace entries into the builder.
 #include "model/load.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -27,6 +28,7 @@ LoadedSnapshot load_snapshot_bytes(InputBytes input, const std::string& label, c
     out.input.trailing_bytes = info.trailing_bytes;
     out.input.trace_entries = info.streamed_entries;
     out.input.split_trace_entries = info.split_entries;
+    out.input.split_parts = info.split_parts;
     builder.finish(doc);
   } else {
     JsonReader reader;
@@ -40,11 +42,13 @@ LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options
   PhaseTimer timer("read");
   LoadOptions tuned = options;
   if (const char* v = std::getenv("MEMSNAP_SPLIT"); v && std::string_view(v) == "0") tuned.split.enabled = false;
+  if (const char* v = std::getenv("MEMSNAP_SPLIT_THREADS")) tuned.split.threads = static_cast<unsigned>(std::clamp(std::atoi(v), 0, 16));
   LoadedSnapshot loaded = load_snapshot_bytes(open_input(path), path, tuned);
   if (profiling_enabled()) {
-    std::fprintf(stderr, "memsnap: profile: split %llu of %llu trace entries\n",
+    std::fprintf(stderr, "memsnap: profile: split %llu of %llu trace entries (%llu parts)\n",
                  static_cast<unsigned long long>(loaded.input.split_trace_entries),
-                 static_cast<unsigned long long>(loaded.input.trace_entries));
+                 static_cast<unsigned long long>(loaded.input.trace_entries),
+                 static_cast<unsigned long long>(loaded.input.split_parts));
   }
   return loaded;
 }

@@ -12,7 +12,7 @@ namespace memsnap {
 
 struct LoadOptions {
   std::uint64_t max_trace_events = 1'000'000;  // newest events kept per device
-  // A second thread for the later part of a long trace (read/split_trace.h); MEMSNAP_SPLIT=0 in
+  // Threads for the later parts of a long trace (read/split_trace.h); MEMSNAP_SPLIT=0 in
   // the environment turns it off for load_snapshot (to time the read without it).
   SplitTuning split;
 };
@@ -25,7 +25,8 @@ struct InputInfo {
   int pickle_protocol = 0;
   std::uint64_t trailing_bytes = 0;
   std::uint64_t trace_entries = 0;        // streamed to the builder
-  std::uint64_t split_trace_entries = 0;  // of which the trace split's second thread decoded
+  std::uint64_t split_trace_entries = 0;  // of which the trace split's threads decoded
+  std::uint64_t split_parts = 0;          // parts of the trace adopted from those threads
 };
 
 struct LoadedSnapshot {

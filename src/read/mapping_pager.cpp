@@ -10,11 +10,13 @@
 namespace memsnap {
 namespace {
 constexpr std::size_t kAhead = 2 * MappingPager::kStep;  // mapped in advance of the reader
-constexpr std::size_t kBehind = MappingPager::kStep / 2;  // kept behind it (recent strings)
 }  // namespace
 
 MappingPager::MappingPager(const std::uint8_t* data, std::size_t size, std::size_t from, bool own_thread)
-    : data_(data), size_(size), page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {
+    : data_(data),
+      size_(size),
+      page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+      behind_(own_thread ? kStep / 2 : kStep / 4) {
   released_upto_ = populated_upto_ = (from + page_ - 1) / page_ * page_;
   if (own_thread && worker_count() > 1 && size_ > kAhead) worker_ = std::thread([this] { work(); });
 }
@@ -49,8 +51,8 @@ void MappingPager::work() {
 }
 
 void MappingPager::release_before(std::size_t pos) {
-  if (pos < kBehind) return;
-  const std::size_t keep_from = (pos - kBehind) / page_ * page_;
+  if (pos < behind_) return;
+  const std::size_t keep_from = (pos - behind_) / page_ * page_;
   if (keep_from <= released_upto_) return;
   madvise(const_cast<std::uint8_t*>(data_) + released_upto_, keep_from - released_upto_, MADV_DONTNEED);
   released_upto_ = keep_from;

@@ -14,8 +14,10 @@ namespace memsnap {
 
 class MappingPager {
  public:
-  // `from`: where reading starts (nothing before it is handed back); `own_thread`: false keeps
-  // the work on the caller's thread (the trace split's second thread, read/split_trace.h).
+  // `from`: where reading starts (nothing before it is handed back); `own_thread`: false only
+  // hands back what lies more than kStep / 4 behind, on the caller's thread, whose own page faults
+  // map what is ahead (the trace split's threads, read/split_trace.h: several at once must not
+  // hold much of the file resident).
   MappingPager(const std::uint8_t* data, std::size_t size, std::size_t from = 0, bool own_thread = true);
   ~MappingPager();
   MappingPager(const MappingPager&) = delete;
@@ -34,6 +36,7 @@ class MappingPager {
   const std::uint8_t* data_;
   std::size_t size_;
   std::size_t page_;
+  std::size_t behind_;  // kept behind the reader (recent strings)
   std::size_t released_upto_ = 0;
   std::size_t populated_upto_ = 0;
 

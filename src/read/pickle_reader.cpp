@@ -159,7 +159,7 @@ void PickleVm::dispatch() {
           m.memo = memo_.size();
         }
       }
-      if (split_ && adopt_split(m)) return;  // batches the second thread decoded follow
+      if (next_split_ < splits_.size() && adopt_splits(m)) return;  // batches a thread decoded follow
       if (m.device >= 0 && !split_tried_ && split_tuning_.enabled) [[unlikely]] maybe_start_split();
       marks_.push_back(m);
       return;

@@ -48,7 +48,7 @@ class TraceEntrySink {
   virtual void trace_entry_fields(std::size_t device, const Value* pairs, std::size_t count, const Document& doc) = 0;
   // What a trace-entry key means (called once per distinct key string and position; Unknown
   // makes the reader hand the entry over as pairs so the key can be counted). It must depend on
-  // the key alone: the trace split's second thread calls it too.
+  // the key alone: a trace split thread calls it too.
   virtual TraceField trace_field(std::string_view key) = 0;
   // The same entry decoded straight into its fields (PyTorch's usual shape, nearly every entry).
   virtual void trace_fields(std::size_t device, const TraceFields& fields, const Document& doc) = 0;
@@ -62,7 +62,7 @@ class TraceEntrySink {
   // nullopt to mark it released.
   virtual std::optional<Value> converted(std::uint64_t index) = 0;
   virtual void released(std::uint64_t first) = 0;
-  // Entries of device_traces[device] that the trace split's second thread decoded (split.events
+  // Entries of device_traces[device] that a trace split thread decoded (split.events
   // [0, count), read/split_trace.h), to take in file order exactly as trace_fields would have
   // taken them. `slot(n)` is the reader's memo slot n now; `doc` the reader's arena. Fills
   // `stacks` with the value the memo holds for each of the first `stack_count` local stacks (what
@@ -82,13 +82,14 @@ struct PickleInfo {
   std::size_t trailing_bytes = 0;  // bytes after STOP (tolerated)
   std::size_t memo_entries = 0;
   std::size_t streamed_entries = 0;  // trace entries handed to the sink
-  std::size_t split_entries = 0;     // of which the trace split's second thread decoded
+  std::size_t split_entries = 0;     // of which the trace split's threads decoded
+  std::size_t split_parts = 0;       // parts of the trace the reader adopted from them
 };
 
 // Reads one pickle from `bytes` into `doc` (doc.root is set). Throws InputError on anything that
 // is not plain data or is malformed. `sink` may be null (then traces stay in the document).
 // `drop_pages`: the bytes are a read-only file mapping whose consumed pages may be released.
-// `split`: whether and where a second thread decodes part of a long trace (read/split_trace.h).
+// `split`: whether and where threads decode parts of a long trace (read/split_trace.h).
 PickleInfo read_pickle(std::span<const std::uint8_t> bytes, Document& doc, TraceEntrySink* sink, bool drop_pages = false,
                        const SplitTuning& split = {});
 

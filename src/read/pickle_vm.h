@@ -6,6 +6,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
@@ -26,14 +27,14 @@
 
 namespace memsnap::pickle_vm {
 
-// Interned tags of the trace split's second thread (trace_split.cpp): a slot it takes from the
+// Interned tags of a trace split thread (trace_split.cpp): a slot it takes from the
 // reader's memo as it stands at the split (the slot's number in the value the fast path copies
 // out), and a stack it interned itself.
 inline constexpr std::uint32_t kSplitSlotTag = 0x53504c54u;
 inline constexpr std::uint32_t kSplitStackTag = 0x53504c53u;
 inline bool is_split_slot(const Value& v) { return v.kind == Kind::Interned && v.aux == kSplitSlotTag; }
 
-// Where the second thread finished a batch of entries: what the reader adopts up to there.
+// Where a split thread finished a batch of entries: what the reader adopts up to there.
 struct SplitCheckpoint {
   std::size_t pos = 0;        // just after the batch's APPENDS
   std::size_t frame_end = 0;  // the pickle frame there (0: no FRAME opcode seen yet)
@@ -147,15 +148,26 @@ class Memo {
   // The lowest slot overwritten or dropped since the last reset_low_water (SIZE_MAX: none).
   std::size_t low_water() const { return low_water_; }
   void reset_low_water() { low_water_ = SIZE_MAX; }
-  // The second thread's memo: this one's slots, each container (of the reader's arena) replaced
-  // by `marker`; fill_split_slots then adds `marker` slots up to `base` (the slots the reader
-  // writes before the split).
+  // The threads' memo: this one's slots, each container (of the reader's arena: nearly every
+  // value before the trace, the segments' blocks and lists) held as one shared `marker` entry, the
+  // rest copied once each; fill_split_slots then adds `marker` slots up to `base` (the slots the
+  // reader writes before the split). The lookup caches start empty.
   Memo split_copy(const Value& marker) const {
-    Memo copy(*this);
-    for (Value& v : copy.values_) {
-      if (v.is_container()) v = marker;
-    }
+    Memo copy;
     copy.split_marker_ = copy.append(marker);
+    std::vector<std::uint32_t> entry_of(values_.size(), UINT32_MAX);
+    entry_of[0] = 0;  // released
+    copy.slots_.resize(slots_.size(), 0);
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      std::uint32_t& e = entry_of[slots_[i]];
+      if (e == UINT32_MAX) e = values_[slots_[i]].is_container() ? copy.split_marker_ : copy.append(values_[slots_[i]]);
+      copy.slots_[i] = e;
+    }
+    copy.frame_ids_ = frame_ids_;
+    copy.sparse_ = sparse_;  // empty: no split is started with sparse slots
+    copy.generation_ = generation_;
+    copy.frame_epoch_ = frame_epoch_;
+    copy.slot_epoch_ = slot_epoch_;
     return copy;
   }
   void fill_split_slots(std::size_t base) { slots_.resize(std::max(base, slots_.size()), split_marker_); }
@@ -264,13 +276,15 @@ class PickleVm {
   PickleInfo run();
   void set_split_tuning(const SplitTuning& tuning) { split_tuning_ = tuning; }
 
-  // ---- the trace split's second thread (trace_split.cpp) ----
+  // ---- the trace split's threads (trace_split.cpp) ----
   // Decodes batches of trace entries from `start` (a batch's MARK) with `memo`, the typed fast
   // path only, until an entry it does not take, the end of the list or `stop`; a checkpoint at
   // every batch end.
   // drop_pages: hand back the file's pages behind it (MappingPager, on this thread).
+  // end(): where its part ends (the next thread's start), asked at each batch.
   void run_split(std::size_t start, bool drop_pages, Memo memo, const SplitTrace& trace,
-                 std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop);
+                 std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop,
+                 const std::function<std::size_t()>& end);
   const Memo& memo() const { return memo_; }
 
  private:
@@ -458,15 +472,18 @@ class PickleVm {
   bool stopped_ = false;
   bool released_any_ = false;
   std::optional<MappingPager> pager_;  // for a file mapping: release-behind, map-ahead
-  // The trace split (trace_split.cpp): started at a batch MARK of a long trace, adopted at the
-  // MARK where the second thread started.
+  // The trace split (trace_split.cpp): started at a batch MARK of a long trace, each thread
+  // adopted at the MARK where it started.
   SplitTuning split_tuning_{.enabled = false};
   bool split_tried_ = false;
   std::size_t split_trace_from_ = SIZE_MAX;  // where the first streamed batch began, and its entries
   std::size_t split_entries_from_ = 0;
-  std::unique_ptr<TraceSplitter> split_;
+  std::vector<std::unique_ptr<TraceSplitter>> splits_;  // by start; those before next_split_ are done
+  std::size_t next_split_ = 0;
   void maybe_start_split();
-  bool adopt_split(const MarkInfo& mark);
+  std::size_t split_threads() const;
+  bool adopt_splits(const MarkInfo& mark);  // at a batch MARK: what the thread that started there decoded
+  bool adopt_split(TraceSplitter& split, const MarkInfo& mark);
   std::size_t valid_split_checkpoints(const TraceSplitter& split) const;
   void append_split_memo(const TraceSplitter& split, const SplitCheckpoint& at, const std::vector<Value>& stacks);
   std::size_t next_advance_ = 0;

@@ -1,4 +1,4 @@
-// Where the trace split's second thread starts (a batch of entries after a given offset) and the
+// Where a trace split thread starts (a batch of entries after a given offset) and the
 // memo size the reader will have there, learned from the entries that follow (split_start.h).
 #include "read/split_start.h"
 

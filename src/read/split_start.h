@@ -1,4 +1,4 @@
-// Internal to the trace split (trace_split.cpp): where the second thread starts, and the memo
+// Internal to the trace split (trace_split.cpp): where a split thread starts, and the memo
 // size the reader will have there.
 #pragma once
 

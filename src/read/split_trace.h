@@ -1,18 +1,21 @@
-// The trace split: a second thread decodes the later part of a long device_traces list while the
-// reader decodes the part before it, and the reader adopts what it decoded (trace_split.cpp).
+// The trace split: threads decode later parts of a long device_traces list while the reader
+// decodes the part before them, and the reader adopts what they decoded (trace_split.cpp).
 //
-// The second thread starts at a batch of entries (APPENDS MARK EMPTY_DICT MEMOIZE MARK) about
-// halfway through what is left of the file. Its memo is a copy of the reader's as it stood when the
-// thread started, with every slot it cannot know (a container of the reader's arena, or a slot the
-// reader writes before the split) held as a reference to the reader's slot, and its own slots
-// numbered from the memo size the reader will have at the split (learned from the trace: an
-// alloc's new frames list and the free that names it by slot number). When the reader reaches the
-// split it checks that number, stops the thread at its next batch end, resolves the references
-// against its own memo, hands the events to the sink in file order, appends the thread's memo
-// slots to its own, and reads on after the last batch the thread finished. Anything the thread
-// does not take exactly as the reader would (an entry the typed fast path refuses, a new frame
-// dict, a 2026 field with content, a container) ends its work at the batch before it, and the
-// reader decodes the rest itself: the result is the serial read's, byte for byte.
+// Each thread starts at a batch of entries (APPENDS MARK EMPTY_DICT MEMOIZE MARK): with one
+// thread about halfway through what is left of the file, with N at 1/(N+1), 2/(N+1), ... of it,
+// and each decodes until the batch where the next one started (the last: to the list's end). Its
+// memo is a copy of the reader's as it stood when the threads started, with every slot it cannot
+// know (a container of the reader's arena, or a slot written before its start) held as a
+// reference to the reader's slot, and its own slots numbered from the memo size the reader will
+// have at its start (learned from the trace: an alloc's new frames list and the free that names
+// it by slot number). When the reader reaches a thread's start it checks that number, stops the
+// thread at its next batch end (one that reached the next thread's start has ended already),
+// resolves the references against its own memo, hands the events to the sink in file order,
+// appends the thread's memo slots to its own, and reads on after the last batch the thread
+// finished: where the next thread started, or short of it, and then the reader decodes up to it.
+// Anything a thread does not take exactly as the reader would (an entry the typed fast path
+// refuses, a new frame dict, a 2026 field with content, a container) ends its work at the batch
+// before it. The result is the serial read's, byte for byte.
 #pragma once
 
 #include <cstddef>
@@ -29,15 +32,21 @@ namespace memsnap {
 struct SplitTuning {
   bool enabled = true;
   std::size_t min_bytes = std::size_t(64) << 20;  // split only when this much of the file is left at the trace
-  double at = 0.5;                                // the second thread starts this far into what is left
-  bool on_one_core = false;                       // start the thread even on a single-core machine
+  unsigned threads = 0;                           // 0: one a core beyond the reader's, at most kMaxSplitThreads
+  double at = 0;                                  // the first thread starts this far into what is left (0: 1/(threads+1)),
+                                                  // the others evenly after it
+  bool on_one_core = false;                       // start a thread even on a single-core machine
   std::size_t after_entries = 4096;               // entries streamed first (the trace's keys are memoized by then)
   std::size_t min_entry_bytes = 160;              // split only traces of at least this many bytes an entry
   std::ptrdiff_t base_error = 0;                  // tests: added to the memo size the thread learns
-  bool wait = false;                              // tests: the reader waits for the thread to know its start, then lets it finish (no timing)
+  bool wait = false;                              // tests: the reader waits for the threads to know their starts, then lets them finish (no timing)
 };
 
-// One trace entry as the second thread decoded it (32 bytes).
+// The most threads a read splits its trace into: 4 decode a 1 GB trace about as fast as the
+// reader adopts it and the event store's worker stores it (bench/README §21).
+inline constexpr unsigned kMaxSplitThreads = 4;
+
+// One trace entry as a split thread decoded it (32 bytes).
 struct SplitEvent {
   std::uint64_t addr = 0;
   std::uint64_t size = 0;
@@ -49,7 +58,7 @@ struct SplitEvent {
 };
 static_assert(sizeof(SplitEvent) == 32);
 
-// What the second thread decoded, in file order. References (frames of a local stack, an event's
+// What a split thread decoded, in file order. References (frames of a local stack, an event's
 // stack) are 32-bit: kSlot | n names the reader's memo slot n (at most 2^28), kValue | k names
 // values[k] (a value of the reader's memo the thread copied, such as an interned stack or frame);
 // otherwise a local stack's index (an event) or a frame id the reader's memo had cached (a frame).

@@ -1,4 +1,4 @@
-// The trace split (see read/split_trace.h): the second thread's sink and driver, and how the
+// The trace split (see read/split_trace.h): a split thread's sink and driver, and how the
 // reader checks and adopts what it decoded (where the thread starts: split_start.cpp).
 #include <absl/container/flat_hash_map.h>
 #include <absl/hash/hash.h>
@@ -7,19 +7,23 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <ctime>
+
 #include <cstring>
 #include <optional>
 #include <string_view>
 #include <thread>
 
 #include "base/parallel.h"
+#include "base/phase_timer.h"
 #include "read/pickle_vm.h"
 #include "read/split_start.h"
 
 namespace memsnap::pickle_vm {
 
 namespace {
-// The second thread meets something the reader must decode itself: its work ends at the last
+// A split thread meets something the reader must decode itself: its work ends at the last
 // batch it finished.
 struct SplitStop {};
 }  // namespace
@@ -134,16 +138,43 @@ class SplitSink final : public TraceEntrySink {
 };
 
 namespace {
-constexpr int kNice = 19;  // the second thread's priority: below the reader's and the event store's
+constexpr int kNice = 19;  // a split thread's priority: below the reader's and the event store's
+
+// MEMSNAP_PROFILE: what a split thread did, printed when it ends (bench/README §21).
+class SplitProfile {
+ public:
+  SplitProfile() : begin_(std::chrono::steady_clock::now()) {}
+  void based() { based_ = std::chrono::steady_clock::now(); }
+  void print(std::size_t start, const std::vector<SplitCheckpoint>& checkpoints) const {
+    if (!profiling_enabled()) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    rusage use{};
+    getrusage(RUSAGE_THREAD, &use);
+    const SplitCheckpoint last = checkpoints.empty() ? SplitCheckpoint{.pos = start} : checkpoints.back();
+    std::fprintf(stderr,
+                 "memsnap: profile: split thread: start at byte %zu, base learned in %.1f ms, then %.1f ms decoding "
+                 "%zu entries (%.1f MB); thread CPU %.1f ms, %ld minor / %ld major faults\n",
+                 start, ms(based_ - begin_), ms(now - based_), last.events, static_cast<double>(last.pos - start) / 1e6,
+                 static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6, use.ru_minflt, use.ru_majflt);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point begin_, based_;
+};
 }  // namespace
 
-// ---- the second thread ----
+// ---- a split thread ----
 
 class TraceSplitter {
  public:
-  TraceSplitter(std::span<const std::uint8_t> bytes, Memo memo, std::size_t from, bool drop_pages, std::ptrdiff_t base_error,
-                TraceEntrySink& reader_sink)
-      : drop_pages_(drop_pages), base_error_(base_error), copied_(memo.size()), sink_(reader_sink, trace_), vm_(bytes, doc_, &sink_, false) {
+  // `next`: the thread that starts after this one (nullptr: none), whose start ends this one's part.
+  TraceSplitter(std::span<const std::uint8_t> bytes, Memo memo, std::size_t from, const TraceSplitter* next,
+                const SplitTuning& tuning, bool drop_pages, TraceEntrySink& reader_sink)
+      : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error), copied_(memo.size()),
+        sink_(reader_sink, trace_), vm_(bytes, doc_, &sink_, false) {
     thread_ = std::thread([this, bytes, from, memo = std::move(memo)]() mutable { work(bytes, from, std::move(memo)); });
   }
   ~TraceSplitter() { finish(); }
@@ -169,6 +200,7 @@ class TraceSplitter {
   void work(std::span<const std::uint8_t> bytes, std::size_t from, Memo memo) {
     // The reader and the event store's worker come first: this thread takes the CPU they leave.
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kNice);
+    SplitProfile profile;
     try {
       const auto start = find_batch_start(bytes.data(), bytes.size(), from);
       auto base = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
@@ -180,9 +212,12 @@ class TraceSplitter {
       memo.fill_split_slots(*base);
       base_ = *base;
       set_start(*start);
-      vm_.run_split(*start, drop_pages_, std::move(memo), trace_, checkpoints_, stop_);
+      profile.based();
+      vm_.run_split(*start, drop_pages_, std::move(memo), trace_, checkpoints_, stop_, [this] { return end(); });
+      profile.print(*start, checkpoints_);
     } catch (...) {
       // SplitStop, a limit, a malformed byte: the checkpoints so far stand; the reader decodes the rest.
+      if (base_ != 0) profile.print(start_.load(), checkpoints_);
       std::size_t pending = kPending;
       start_.compare_exchange_strong(pending, kNone);
       start_.notify_all();
@@ -192,7 +227,20 @@ class TraceSplitter {
     start_.store(start, std::memory_order_release);
     start_.notify_all();
   }
+  // Where this thread's part ends: the start of the first later thread that found one (SIZE_MAX
+  // while none has; tests wait until each knows).
+  std::size_t end() const {
+    for (const TraceSplitter* s = next_; s; s = s->next_) {
+      if (wait_) s->wait_for_start();
+      const std::size_t at = s->start();
+      if (at == kPending) return SIZE_MAX;
+      if (at != kNone) return at;
+    }
+    return SIZE_MAX;
+  }
 
+  const TraceSplitter* next_;
+  bool wait_;
   std::atomic<std::size_t> start_{kPending};
   bool drop_pages_;
   std::ptrdiff_t base_error_;
@@ -213,10 +261,16 @@ PickleVm::PickleVm(std::span<const std::uint8_t> bytes, Document& doc, TraceEntr
   if (drop_pages) pager_.emplace(data_, size_);
 }
 
-PickleVm::~PickleVm() = default;
+PickleVm::~PickleVm() {
+  // Every thread stopped before any is destroyed: each reads the start of the one after it.
+  for (auto& split : splits_) {
+    if (split) split->finish();
+  }
+}
 
 void PickleVm::run_split(std::size_t start, bool drop_pages, Memo memo, const SplitTrace& trace,
-                         std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop) {
+                         std::vector<SplitCheckpoint>& checkpoints, const std::atomic<bool>& stop,
+                         const std::function<std::size_t()>& end) {
   memo_ = std::move(memo);
   if (drop_pages) pager_.emplace(data_, size_, start, false);  // hands back what it read behind it
   info_.protocol = 4;
@@ -227,6 +281,7 @@ void PickleVm::run_split(std::size_t start, bool drop_pages, Memo memo, const Sp
     std::size_t p = pos_;
     skip_frames_slow(p);
     if (p >= size_ || data_[p] != op::kMark) return;  // the list ends
+    if (p > start && p >= end()) return;               // where the next thread started
     pos_ = p + 1;
     advance_pager();
     marks_.assign(1, MarkInfo{.pos = 0, .device = 0});
@@ -265,35 +320,67 @@ void PickleVm::maybe_start_split() {
   // thread's events after the split, nearly what they save: no split (bench/README §17).
   const std::size_t entries = info_.streamed_entries - split_entries_from_;
   if (entries == 0 || (pos_ - split_trace_from_) / entries < split_tuning_.min_entry_bytes) return;
-  const auto from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * split_tuning_.at);
-  split_ = std::make_unique<TraceSplitter>(std::span(data_, size_), memo_.split_copy(Value::interned(kSplitSlotTag, 0)),
-                                           from, pager_.has_value(), split_tuning_.base_error, *sink_);
+  const std::size_t threads = split_threads();
+  const double first = split_tuning_.at > 0 ? split_tuning_.at : 1.0 / static_cast<double>(threads + 1);
+  Memo copy = memo_.split_copy(Value::interned(kSplitSlotTag, 0));
+  splits_.resize(threads);
+  for (std::size_t k = threads; k-- > 0;) {  // the last first: each names the one after it
+    const double at = first + (1 - first) * static_cast<double>(k) / static_cast<double>(threads);
+    const auto from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * at);
+    const TraceSplitter* next = k + 1 < threads ? splits_[k + 1].get() : nullptr;
+    splits_[k] = std::make_unique<TraceSplitter>(std::span(data_, size_), k == 0 ? std::move(copy) : Memo(copy), from, next,
+                                                 split_tuning_, pager_.has_value(), *sink_);
+  }
   memo_.reset_low_water();
 }
 
-bool PickleVm::adopt_split(const MarkInfo& mark) {
-  if (split_tuning_.wait) split_->wait_for_start();  // tests: what the thread takes does not depend on timing
-  const std::size_t start = split_->start();
-  if (start == TraceSplitter::kPending || (start != TraceSplitter::kNone && op_pos_ < start)) return false;
-  const std::unique_ptr<TraceSplitter> split = std::move(split_);
-  split->finish(!split_tuning_.wait);
-  if (op_pos_ != split->start() || mark.device < 0 || memo_.count() != split->base() || memo_.has_sparse() ||
-      memo_.low_water() < split->copied()) {
+// One thread a core beyond the reader's (the pager, the prefaulter and the event store's worker
+// are light), at most kMaxSplitThreads; one on a single core when the tuning asks for it.
+std::size_t PickleVm::split_threads() const {
+  if (split_tuning_.threads > 0) return split_tuning_.threads;
+  return std::clamp<std::size_t>(worker_count() - 1, 1, kMaxSplitThreads);
+}
+
+bool PickleVm::adopt_splits(const MarkInfo& mark) {
+  while (next_split_ < splits_.size()) {
+    TraceSplitter& split = *splits_[next_split_];
+    if (split_tuning_.wait) split.wait_for_start();  // tests: what the thread takes does not depend on timing
+    const std::size_t start = split.start();
+    if (start == TraceSplitter::kPending || (start != TraceSplitter::kNone && op_pos_ < start)) return false;
+    const bool adopted = adopt_split(split, mark);
+    splits_[next_split_++].reset();  // its memory back; the threads before it have all ended
+    if (adopted) return true;
+  }
+  return false;
+}
+
+bool PickleVm::adopt_split(TraceSplitter& split, const MarkInfo& mark) {
+  if (op_pos_ != split.start()) return false;  // the reader is past it (or it found no start)
+  {
+    // The thread stops at its next batch end, and the reader decodes what it did not reach of its
+    // part (a thread left without a core does not hold the reader up).
+    const PhaseTimer timer("split: the reader waited for the thread's batch end");
+    split.finish(!split_tuning_.wait);
+  }
+  if (mark.device < 0 || memo_.count() != split.base() || memo_.has_sparse() ||
+      memo_.low_water() < split.copied()) {
     return false;
   }
-  const std::size_t usable = valid_split_checkpoints(*split);
+  const PhaseTimer adopt_timer("split: the reader adopted the thread's entries");
+  const std::size_t usable = valid_split_checkpoints(split);
   if (usable == 0) return false;
-  const SplitCheckpoint& at = split->checkpoints()[usable - 1];
+  const SplitCheckpoint& at = split.checkpoints()[usable - 1];
   std::vector<Value> stacks;
   const std::function<const Value&(std::uint64_t)> slot = [this](std::uint64_t n) -> const Value& { return memo_[n]; };
-  if (!sink_->adopt_split(static_cast<std::size_t>(mark.device), split->trace(), at.events, at.stacks, slot, doc_, stacks)) {
+  if (!sink_->adopt_split(static_cast<std::size_t>(mark.device), split.trace(), at.events, at.stacks, slot, doc_, stacks)) {
     return false;
   }
-  append_split_memo(*split, at, stacks);
+  append_split_memo(split, at, stacks);
   pos_ = at.pos;
   if (at.frame_end != 0) frame_end_ = at.frame_end;
   info_.streamed_entries += at.events;
   info_.split_entries += at.events;
+  ++info_.split_parts;
   released_any_ = true;
   return true;
 }

@@ -1,7 +1,7 @@
-// The trace split (read/split_trace.h): a read where a second thread decodes the later part of
-// the trace gives the serial read's snapshot, byte for byte, wherever the thread starts, whatever
-// it stops at, and when what it assumed turns out wrong; and a split read of a file malformed
-// after the split fails with the serial read's error.
+// The trace split (read/split_trace.h): a read where threads decode later parts of the trace
+// gives the serial read's snapshot, byte for byte, wherever they start, however many they are,
+// whatever they stop at, and when what they assumed turns out wrong; and a split read of a file
+// malformed after the split fails with the serial read's error.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "model/load.h"
 #include "read/input.h"
+#include "read/pickle_vm.h"
 #include "report/dump.h"
 #include "test_support.h"
 
@@ -35,10 +36,11 @@ std::string dumps(const Snapshot& snapshot) {
 }
 
 // The split forced on a small file: no minimum size, on one core too, early in the trace, and the
-// thread left to finish what it can (so what it takes does not depend on the machine's load).
-SplitTuning forced(double at, std::ptrdiff_t base_error = 0) {
+// threads left to finish what they can (so what they take does not depend on the machine's load).
+SplitTuning forced(double at, std::ptrdiff_t base_error = 0, unsigned threads = 1) {
   return {.enabled = true,
           .min_bytes = 0,
+          .threads = threads,
           .at = at,
           .on_one_core = true,
           .after_entries = 64,
@@ -75,13 +77,34 @@ TEST(TraceSplit, ASplitReadIsTheSerialReadWhereverTheThreadStarts) {
   EXPECT_GT(most, serial.input.trace_entries / 5);
 }
 
+// Up to kMaxSplitThreads threads, each decoding up to where the next one started: the parts tile
+// what one thread from the same start decodes, and each is adopted.
+TEST(TraceSplit, ASplitReadInSeveralPartsIsTheSerialRead) {
+  const std::vector<std::uint8_t> bytes = amplified_example();
+  const LoadedSnapshot serial = load(bytes, {.enabled = false});
+  const std::string expected = dumps(serial.snapshot);
+  for (const double at : {0.1, 0.3, 0.6}) {
+    const LoadedSnapshot one = load(bytes, forced(at));
+    ASSERT_EQ(one.input.split_parts, 1u);
+    ASSERT_GT(one.input.split_trace_entries, 0u);
+    for (const unsigned threads : {2u, 3u, 4u}) {
+      const LoadedSnapshot split = load(bytes, forced(at, 0, threads));
+      EXPECT_EQ(split.input.split_parts, threads) << threads << " threads from " << at;
+      EXPECT_EQ(split.input.split_trace_entries, one.input.split_trace_entries) << threads << " threads from " << at;
+      EXPECT_EQ(dumps(split.snapshot), expected) << threads << " threads from " << at;
+    }
+  }
+}
+
 TEST(TraceSplit, AWrongMemoSizeAtTheSplitIsNoticedAndTheReaderReadsOnItself) {
   const std::vector<std::uint8_t> bytes = amplified_example();
   const std::string expected = dumps(load(bytes, {.enabled = false}).snapshot);
   for (const std::ptrdiff_t error : {-1, 1, 1000}) {
-    const LoadedSnapshot split = load(bytes, forced(0.5, error));
-    EXPECT_EQ(split.input.split_trace_entries, 0u) << error;
-    EXPECT_EQ(dumps(split.snapshot), expected) << error;
+    for (const unsigned threads : {1u, 3u}) {
+      const LoadedSnapshot split = load(bytes, forced(0.5, error, threads));
+      EXPECT_EQ(split.input.split_trace_entries, 0u) << error << ", " << threads << " threads";
+      EXPECT_EQ(dumps(split.snapshot), expected) << error << ", " << threads << " threads";
+    }
   }
 }
 
@@ -97,13 +120,46 @@ TEST(TraceSplit, ABadByteAfterTheSplitFailsAsTheSerialReadFails) {
   } catch (const InputError& e) {
     serial_error = e.what();
   }
-  try {
-    load(bytes, forced(0.5));
-  } catch (const InputError& e) {
-    split_error = e.what();
-  }
   EXPECT_NE(serial_error.find("GLOBAL"), std::string::npos) << serial_error;
-  EXPECT_EQ(split_error, serial_error);
+  for (const unsigned threads : {1u, 3u}) {
+    try {
+      load(bytes, forced(0.3, 0, threads));
+    } catch (const InputError& e) {
+      split_error = e.what();
+    }
+    EXPECT_EQ(split_error, serial_error) << threads << " threads";
+    split_error.clear();
+  }
+}
+
+// Each thread's memo: the reader's slots, but its containers (nearly every value before the
+// trace: the segments' blocks and their lists) one shared entry, so that several threads' copies
+// do not hold the segments' values several times over.
+TEST(TraceSplit, TheThreadsMemoHoldsTheReadersContainersAsOneEntry) {
+  using pickle_vm::Memo;
+  Memo reader;
+  const char* text = "active_allocated";
+  for (std::uint64_t k = 0; k < 1000; ++k) {
+    reader.push_back(Value::container(k % 2 ? Kind::Dict : Kind::List, k));
+    if (k % 250 == 0) reader.push_back(Value::string(text, 16));
+  }
+  reader.push_back(Value::interned(7, 42));
+  const Value marker = Value::interned(pickle_vm::kSplitSlotTag, 0);
+  const Memo copy = reader.split_copy(marker);
+  ASSERT_EQ(copy.size(), reader.size());
+  EXPECT_EQ(reader.value_entries(), 1u + 1000u + 1u + 1u);  // released, containers, the str (shared), the interned
+  EXPECT_EQ(copy.value_entries(), 1u + 1u + 1u + 1u);       // released, the marker, the str, the interned
+  for (std::size_t i = 0; i < reader.size(); ++i) {
+    const Value& was = reader[i];
+    const Value& is = copy[i];
+    if (was.is_container()) {
+      EXPECT_TRUE(pickle_vm::is_split_slot(is)) << i;
+    } else {
+      EXPECT_EQ(is.kind, was.kind) << i;
+      EXPECT_EQ(is.aux, was.aux) << i;
+      EXPECT_EQ(is.u, was.u) << i;
+    }
+  }
 }
 
 // The real snapshots (when ../shared/corpus/real is there): every one read with the split
@@ -129,6 +185,8 @@ TEST(TraceSplit, EveryRealSnapshotReadSplitIsItsSerialRead) {
       took |= split.input.split_trace_entries > 0;
       EXPECT_EQ(dumps(split.snapshot), expected) << entry.path().filename() << " split at " << at;
     }
+    const LoadedSnapshot parts = load(bytes, forced(0.2, 0, 3));
+    EXPECT_EQ(dumps(parts.snapshot), expected) << entry.path().filename() << " in 3 parts";
     split_files += took;
   }
   EXPECT_GT(files, 40u);
