@@ -62,6 +62,14 @@ const Pattern* imbalance_behind_oom(const Analysis& a) {
   return p;
 }
 
+// A training forward that the OOM cut short, holding the activations it kept for its backward
+// (activation_pressure's cut_by_oom): what filled the device, said before the capacity sentence.
+const ActivationPressure* activations_held_at_oom(const Analysis& a) {
+  const auto& held = a.diagnosis.activation;
+  if (!held || !held->cut_by_oom || held->peak <= 0 || !find_pattern(a.patterns, PatternId::ActivationPressure)) return nullptr;
+  return &*held;
+}
+
 std::string headline(const Analysis& a) {
   for (const auto& p : a.patterns) {
     if (p.id == PatternId::Fragmentation && p.verdict == Verdict::Problem) return "Out of memory from fragmentation: " + p.summary.text() + ".";
@@ -73,6 +81,12 @@ std::string headline(const Analysis& a) {
       if (const Pattern* imbalance = imbalance_behind_oom(a)) {
         return fmt::format("Out of memory at capacity on the heaviest device: {}; {}: balance the devices before shrinking the batch.",
                            p.summary.text(), imbalance->summary.text());
+      }
+      if (const ActivationPressure* held = activations_held_at_oom(a)) {
+        return fmt::format("Out of memory at capacity in the forward pass, whose peak held {} of activations for its backward "
+                           "({:.0f}% of the {}): {}.",
+                           format_bytes(held->freeable), 100.0 * double(held->freeable) / double(held->peak),
+                           format_bytes(static_cast<std::uint64_t>(held->peak)), p.summary.text());
       }
       return "Out of memory at capacity: " + p.summary.text() + ".";
     }

@@ -126,6 +126,12 @@ TEST(H200Captures, ForwardCutShortByTheOomHoldsItsActivations) {
   ASSERT_EQ(r.analysis.phases.size(), 1u);
   ASSERT_TRUE(r.analysis.phases[0].peak);
   EXPECT_EQ(r.analysis.phases[0].peak->phase, Phase::Forward);
+  // The headline says what filled the device before why the request failed.
+  EXPECT_EQ(r.analysis.headline.rfind("Out of memory at capacity in the forward pass, whose peak held 4.03 GiB of activations for "
+                                      "its backward (78% of the 5.19 GiB): Live allocations of 5.19 GiB at the OOM",
+                                      0),
+            0u)
+      << r.analysis.headline;
 }
 
 // With stacks="python", parameters allocated before the recording and gradients allocated by
