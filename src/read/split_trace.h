@@ -42,8 +42,9 @@ struct SplitTuning {
   bool wait = false;                              // tests: the reader waits for the threads to know their starts, then lets them finish (no timing)
 };
 
-// The most threads a read splits its trace into: 4 decode a 1 GB trace about as fast as the
-// reader adopts it and the event store's worker stores it (bench/README §21).
+// The most threads a read splits its trace into. Chosen, not measured: on a 16-core host one
+// thread decoded its half at 1.5-1.9 GB/s while the reader, feeding the builder, took over twice
+// as long for its own (bench/README §21); 2-4 parts have not been timed there yet.
 inline constexpr unsigned kMaxSplitThreads = 4;
 
 // One trace entry as a split thread decoded it (32 bytes).

@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
-
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string_view>
 #include <thread>
