@@ -1,6 +1,7 @@
 // The phases section of the text and JSON reports (phases_report.h).
 #include "report/phases_report.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
@@ -19,9 +20,27 @@ std::string kinds_text(const std::vector<std::pair<Category, std::uint64_t>>& ki
   std::string out;
   for (std::size_t i = 0; i < kinds.size() && i < 5; ++i) {
     if (kinds[i].second == 0) continue;
-    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", category_name(kinds[i].first), format_bytes(kinds[i].second));
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", kind_text(kinds[i].first), format_bytes(kinds[i].second));
   }
   return out;
+}
+
+// What is live at the device's peak by kind, largest first: the peak's memory budget, whose rows
+// also give stack-less blocks a kind where their sizes tell it (parameters, gradients, optimizer
+// state allocated before the recording); the peak's sites by their stacks' kinds when there is
+// no budget.
+std::vector<std::pair<Category, std::uint64_t>> peak_live_by_kind(const Analysis& a, std::int64_t device) {
+  for (const MemoryBudget& b : a.budgets) {
+    if (b.device != device || b.moment != BudgetMoment::Peak) continue;
+    const auto bytes = bytes_by_kind(b);
+    std::vector<std::pair<Category, std::uint64_t>> out;
+    for (std::size_t k = 0; k < bytes.size(); ++k) {
+      if (bytes[k] > 0) out.emplace_back(static_cast<Category>(k), bytes[k]);
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    return out;
+  }
+  return live_by_kind(a.sites_at_peak);
 }
 
 std::string source_text(const DevicePhases& d) {
@@ -54,7 +73,7 @@ std::vector<std::string> phase_text_lines(const Analysis& a) {
       for (const auto& tl : a.timelines) {
         if (tl.device == d.device) t = &tl;
       }
-      const std::string kinds = kinds_text(live_by_kind(a.sites_at_peak));
+      const std::string kinds = kinds_text(peak_live_by_kind(a, d.device));
       out.push_back(fmt::format("The peak ({}) is in {}{}", t && t->peak_allocated ? format_bytes(*t->peak_allocated) : "?",
                                 peak_place_text(d), kinds.empty() ? "" : "; live then by kind: " + kinds));
     }
@@ -83,7 +102,7 @@ nlohmann::ordered_json phases_json(const Analysis& a) {
       nlohmann::ordered_json p{{"phase", name_of(d.peak->phase)}, {"span", d.peak->span}, {"iteration", d.peak->iteration}};
       if (d.device == a.peak_device) {
         auto kinds = nlohmann::ordered_json::object();
-        for (const auto& [c, bytes] : live_by_kind(a.sites_at_peak)) kinds[category_name(c)] = bytes;
+        for (const auto& [c, bytes] : peak_live_by_kind(a, d.device)) kinds[category_name(c)] = bytes;
         p["live_by_kind"] = kinds;
       }
       j["peak"] = p;
