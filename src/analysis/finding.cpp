@@ -119,6 +119,13 @@ constexpr std::array kFixes = {
     FixText{FixId::FusedAttention, PatternId::AttentionScores,
             "use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels) instead of "
             "materializing the scores at {}: {} of scores and softmax outputs need not exist"},
+    FixText{FixId::FreeTrainingStateForEvaluation, PatternId::TrainingStateInEvaluation,
+            "if this process only evaluates (a forward-only benchmark, inference after training), free the training state before "
+            "the forward: optimizer.zero_grad(set_to_none=True) frees the {} of gradients and `del optimizer` (or no optimizer and no "
+            "warm-up optimizer steps at all) the {} of optimizer state"},
+    FixText{FixId::ZeroGradBeforeEvaluation, PatternId::TrainingStateInEvaluation,
+            "if training resumes after this evaluation, its optimizer state is needed (expected), but call "
+            "optimizer.zero_grad(set_to_none=True) before evaluating all the same: the next backward writes the {} of gradients anew"},
     FixText{FixId::Bf16WeightsForInference, PatternId::AutocastWeightCopies,
             "for inference, cast the model itself (model.to(torch.bfloat16)) and drop autocast: one bf16 set of weights replaces the fp32 "
             "weights and their copies"},

@@ -39,6 +39,8 @@ struct PeakContext {
   std::vector<std::uint8_t> phase_memo;  // by stack: Phase + 1 (0: not known yet)
   bool training_elsewhere = false;       // another device shows a backward or an optimizer step
   std::uint64_t trained_state = 0;       // gradient + optimizer state bytes live at the peak (the budget)
+  std::uint64_t gradients = 0, optimizer_state = 0;  // its two parts
+  std::uint64_t trained_before = 0;      // of trained_state, allocated before the recording began
 
   // The lifetimes live at the peak (p is the peak's index), in order: the few every detector reads
   // (so none of them checks live_at(p) again).
@@ -358,18 +360,55 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   return p;
 }
 
+
+// --------------------------------------------------- training state through an evaluation
+
+// Gradients and optimizer state at the peak of a pass with no backward anywhere: at least this
+// much, and this share of the peak.
+constexpr std::size_t kMinStatePercent = 20;
+
+std::optional<Pattern> training_state_in_evaluation(PeakContext& c) {
+  if (c.d.peak->phase != Phase::Evaluation || c.d.has(Phase::Backward) || c.d.has(Phase::OptimizerStep) || c.training_elsewhere) {
+    return std::nullopt;
+  }
+  if (!c.significant(c.trained_state, kMinWorkloadBytes, kMinStatePercent)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::TrainingStateInEvaluation, Verdict::Problem, c, c.trained_state);
+  p.confidence = Confidence::Medium;  // the snapshot cannot tell whether training resumes after the evaluation
+  p.summary = sentence("An evaluation runs with the training state resident: {} of gradients and {} of optimizer state ({:.0f}% of the "
+                       "{} peak) are live at its peak, with no backward or optimizer step in the trace",
+                       Bytes(c.gradients), Bytes(c.optimizer_state), pct(double(c.trained_state), double(c.peak)), Bytes(c.peak));
+  p.evidence.push_back(sentence("the peak is in {}; the memory budget at the peak counts {} of gradients and {} of optimizer state",
+                                c.where(), Bytes(c.gradients), Bytes(c.optimizer_state)));
+  if (c.trained_before > 0) {
+    p.evidence.push_back(sentence("{} of it was allocated before the recording began: training steps (or a warm-up) ran before it and "
+                                  "left their state behind",
+                                  Bytes(c.trained_before)));
+  }
+  p.evidence.push_back(sentence("gradients stay allocated after optimizer.step() until zero_grad(set_to_none=True); optimizer state "
+                                "lives as long as the optimizer. The snapshot cannot tell whether training resumes after this "
+                                "evaluation: if it does, the optimizer state is expected and only the gradients are waste"));
+  p.fix.push_back(fix(FixId::FreeTrainingStateForEvaluation, Bytes(c.gradients), Bytes(c.optimizer_state)));
+  if (c.gradients >= kMinWorkloadBytes) p.fix.push_back(fix(FixId::ZeroGradBeforeEvaluation, Bytes(c.gradients)));
+  return p;
+}
+
 }  // namespace
 
 namespace {
 
-// Gradients and optimizer state live at the device's peak: the run trained before this moment.
-std::uint64_t trained_state_at_peak(const Measured& a, std::int64_t device) {
+// Gradients and optimizer state live at the device's peak (the run trained before this moment),
+// from the peak's memory budget, which gives stack-less blocks their kinds by size.
+void trained_state_at_peak(const Measured& a, std::int64_t device, PeakContext& c) {
   for (const MemoryBudget& b : a.budgets) {
     if (b.device != device || b.moment != BudgetMoment::Peak) continue;
-    const auto kinds = bytes_by_kind(b);
-    return kinds[static_cast<std::size_t>(Category::Gradient)] + kinds[static_cast<std::size_t>(Category::OptimizerState)];
+    for (const BudgetRow& row : b.rows) {
+      if (row.kind != Category::Gradient && row.kind != Category::OptimizerState) continue;
+      (row.kind == Category::Gradient ? c.gradients : c.optimizer_state) += row.bytes;
+      if (row.provenance == Provenance::BeforeWindow) c.trained_before += row.bytes;
+    }
+    c.trained_state = c.gradients + c.optimizer_state;
+    return;
   }
-  return 0;
 }
 
 }  // namespace
@@ -381,10 +420,11 @@ std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
     const DevicePhases& d = a.phases[i];
     if (t.device != a.peak_device || !d.peak || !t.peak_allocated || *t.peak_allocated <= 0) continue;
     PeakContext c{s, t, d, s.events_of(t.device), t.peak_index, static_cast<std::uint64_t>(*t.peak_allocated), d.peak->span,
-                  std::vector<std::uint8_t>(s.stack_count(), 0), false, trained_state_at_peak(a, t.device)};
+                  std::vector<std::uint8_t>(s.stack_count(), 0)};
+    trained_state_at_peak(a, t.device, c);
     for (const DevicePhases& other : a.phases) c.training_elsewhere |= other.has(Phase::Backward) || other.has(Phase::OptimizerStep);
     for (auto detect : {stale_gradients, activations_without_backward, forward_tensors_after_backward, optimizer_step_temporaries,
-                        attention_scores}) {
+                        attention_scores, training_state_in_evaluation}) {
       if (auto p = detect(c)) out.push_back(std::move(*p));
     }
   }

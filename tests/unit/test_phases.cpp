@@ -14,6 +14,7 @@
 #include "analysis/live_curve.h"
 #include "analysis/phases.h"
 #include "model/load.h"
+#include "report/phases_report.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -42,7 +43,7 @@ const Pattern* pattern(const Analysis& a, PatternId id) {
 
 constexpr PatternId kWorkload[] = {PatternId::StaleGradients, PatternId::ActivationsWithoutBackward,
                                    PatternId::ForwardTensorsAfterBackward, PatternId::OptimizerStepTemporaries,
-                                   PatternId::AttentionScores};
+                                   PatternId::AttentionScores, PatternId::TrainingStateInEvaluation};
 
 // Only `id` of the workload patterns fires, with exactly `bytes` as its saving.
 void expect_only(const Analysis& a, PatternId id, std::uint64_t bytes) {
@@ -117,6 +118,47 @@ TEST(Phases, SavedActivationsWithNoBackward) {
     EXPECT_EQ(s.text().find("optimizer.step()"), std::string::npos) << s.text();
     EXPECT_NE(s.kind, NextStepKind::DiffIfGrowing);
   }
+}
+
+TEST(Phases, TrainingStateThroughAnEvaluation) {
+  // Two training steps ran before the recording; then a no_grad evaluation. Their gradients and
+  // AdamW state have no stacks: the peak's budget names them by size, and so does the phases line.
+  const Analyzed x = analyzed("evaluation_after_training");
+  EXPECT_EQ(peak_phase(x.analysis), Phase::Evaluation);
+  const auto grads = x.expect.at("gradient_bytes").get<std::uint64_t>();
+  const auto state = x.expect.at("optimizer_state_bytes").get<std::uint64_t>();
+  expect_only(x.analysis, PatternId::TrainingStateInEvaluation, grads + state);
+  const Pattern* p = pattern(x.analysis, PatternId::TrainingStateInEvaluation);
+  EXPECT_EQ(p->confidence, Confidence::Medium);
+  EXPECT_EQ(p->summary.text().rfind("An evaluation runs with the training state resident: " + Bytes(grads).text() + " of gradients and " +
+                                        Bytes(state).text() + " of optimizer state (74% of the ",
+                                    0),
+            0u)
+      << p->summary.text();
+  ASSERT_EQ(p->fix.size(), 2u);
+  EXPECT_EQ(p->fix[0].id, FixId::FreeTrainingStateForEvaluation);
+  EXPECT_EQ(p->fix[1].id, FixId::ZeroGradBeforeEvaluation);
+  const auto kinds = phases_json(x.analysis).at(0).at("peak").at("live_by_kind");
+  EXPECT_EQ(kinds.at("gradient").get<std::uint64_t>(), grads);
+  EXPECT_EQ(kinds.at("optimizer_state").get<std::uint64_t>(), state);
+  EXPECT_EQ(kinds.begin().key(), "optimizer_state");  // largest first
+}
+
+TEST(Phases, RealForwardBenchmarkAfterTrainingNamesTheTrainingState) {
+  const std::filesystem::path dir = std::getenv("MEMSNAP_CORPUS") ? std::filesystem::path(std::getenv("MEMSNAP_CORPUS"))
+                                                                  : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS);
+  const auto file = dir / "Wedsonlin_assignment2-systems_results_medium_128_inference_memory_snapshot.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << dir;
+  const Analysis a = analyze(load_snapshot(file.string()));
+  const Pattern* p = pattern(a, PatternId::TrainingStateInEvaluation);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p->saving_bytes, 1207959552u);  // 384 MiB of gradients + 768 MiB of AdamW state, 70% of the 1.62 GiB peak
+  // The phases line counts kinds as the budget does, not "unknown" for every stack-less block.
+  const auto kinds = phases_json(a).at(0).at("peak").at("live_by_kind");
+  EXPECT_EQ(kinds.at("optimizer_state").get<std::uint64_t>(), 805306368u);
+  EXPECT_EQ(kinds.at("unknown").get<std::uint64_t>(), 90697728u);
+  ASSERT_FALSE(a.next_steps.empty());
+  EXPECT_EQ(a.next_steps.front().pattern, PatternId::TrainingStateInEvaluation);
 }
 
 TEST(Phases, NegativesHaveNoWorkloadFinding) {
