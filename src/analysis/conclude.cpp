@@ -50,6 +50,13 @@ std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
   if (!b) return largest_site_headline(a);
   const std::string sentence = budget_sentence(*b);
+  if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
+    const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
+    return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "
+                       "state{} that the forward does not use; free it if no training follows.",
+                       sentence, format_bytes(*p->saving_bytes),
+                       peak > 0 ? fmt::format(" ({:.0f}% of the peak)", 100.0 * double(*p->saving_bytes) / double(peak)) : "");
+  }
   if (!a.diagnosis.optimizer_spike || !a.diagnosis.optimizer_spike->first_step_in_window) return sentence;
   return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
 }

@@ -142,6 +142,10 @@ TEST(Phases, TrainingStateThroughAnEvaluation) {
   EXPECT_EQ(kinds.at("gradient").get<std::uint64_t>(), grads);
   EXPECT_EQ(kinds.at("optimizer_state").get<std::uint64_t>(), state);
   EXPECT_EQ(kinds.begin().key(), "optimizer_state");  // largest first
+  const std::string tail = "The peak is in an evaluation with the training state still resident: " + Bytes(grads + state).text() +
+                           " of gradients and optimizer state (74% of the peak) that the forward does not use; free it if no "
+                           "training follows.";
+  EXPECT_NE(x.analysis.headline.find(tail), std::string::npos) << x.analysis.headline;
 }
 
 TEST(Phases, RealForwardBenchmarkAfterTrainingNamesTheTrainingState) {
@@ -159,6 +163,10 @@ TEST(Phases, RealForwardBenchmarkAfterTrainingNamesTheTrainingState) {
   EXPECT_EQ(kinds.at("unknown").get<std::uint64_t>(), 90697728u);
   ASSERT_FALSE(a.next_steps.empty());
   EXPECT_EQ(a.next_steps.front().pattern, PatternId::TrainingStateInEvaluation);
+  EXPECT_NE(a.headline.find("evaluation with the training state still resident: 1.12 GiB of gradients and optimizer state (70% of the "
+                            "peak)"),
+            std::string::npos)
+      << a.headline;
 }
 
 TEST(Phases, NegativesHaveNoWorkloadFinding) {
