@@ -189,7 +189,11 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
 // without stacks is no lead).
 constexpr double kMinLookAtPercent = 1.0;
 
-std::optional<NextStep> look_at_step(const Site& site, bool several_devices) {
+// When the peak stands this far above what its device holds at the end, the peak's sites are the
+// ones to shrink: the look-at steps name them ("at the peak") instead of the end's.
+constexpr double kPeakOverEnd = 1.5;
+
+std::optional<NextStep> look_at_step(const Site& site, bool several_devices, const std::string& when) {
   // A library workspace (cuBLAS, CUDA graphs) is the library's own and expected: nothing to look at.
   if (site.no_stack || site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
   std::string where = site_phrase(site);
@@ -200,20 +204,35 @@ std::optional<NextStep> look_at_step(const Site& site, bool several_devices) {
     where = caller.substr(0, colon) + " (" + caller.substr(colon + 1) + ", calling " + site_phrase(site) + ")";
   }
   return NextStep{NextStepKind::LookAtSite, {}, {},
-                  sentence("look at {}: it holds {} live{} in {} blocks ({})", where, Bytes(site.bytes),
+                  sentence("look at {}: it holds {} {}{} in {} block{} ({})", where, Bytes(site.bytes), when,
                            several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
-                           category_name(site.category)),
+                           site.blocks == 1 ? "" : "s", category_name(site.category)),
                   {}, 0};
+}
+
+// The peak device's peak is kPeakOverEnd times what that device holds at the end, or more.
+bool peak_well_above_end(const Analysis& a) {
+  if (a.sites_at_peak.empty()) return false;
+  for (const DeviceTimeline& t : a.timelines) {
+    if (t.device != a.peak_device || !t.peak_allocated || peak_certainty(t) == PeakCertainty::TooShort) continue;
+    for (const auto& d : a.totals.devices) {
+      if (d.device == t.device) return double(*t.peak_allocated) >= kPeakOverEnd * double(d.totals.allocated);
+    }
+  }
+  return false;
 }
 
 std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
   const std::uint64_t peak = run_peak(a);
   std::vector<NextStep> out = pattern_steps(s, a, peak);
   std::size_t named = 0;
+  const bool at_peak = peak_well_above_end(a);
+  const std::vector<Site>& sites = at_peak ? a.sites_at_peak : a.sites;
   const bool several_devices = std::any_of(a.sites.begin(), a.sites.end(), [&](const Site& x) { return x.device != a.sites.front().device; });
-  for (const Site& site : a.sites) {
+  const std::string when = !at_peak ? "live" : several_devices ? fmt::format("at device {}'s peak", a.peak_device) : "at the peak";
+  for (const Site& site : sites) {
     if (named == 3) break;
-    if (auto step = look_at_step(site, several_devices)) {
+    if (auto step = look_at_step(site, several_devices && !at_peak, when)) {
       out.push_back(std::move(*step));
       ++named;
     }

@@ -169,6 +169,46 @@ TEST(Phases, RealForwardBenchmarkAfterTrainingNamesTheTrainingState) {
       << a.headline;
 }
 
+// The look-at steps name the peak's sites when the peak is 1.5x what its device holds at the end
+// (what to shrink is what made the peak), the end's sites otherwise.
+std::vector<std::string> look_at_texts(const Analysis& a) {
+  std::vector<std::string> out;
+  for (const NextStep& s : a.next_steps) {
+    if (s.kind == NextStepKind::LookAtSite) out.push_back(s.text());
+  }
+  return out;
+}
+
+TEST(Phases, LookAtStepsNameThePeaksSitesWhenThePeakDwarfsTheEnd) {
+  const Analyzed pressure = analyzed("activation_pressure");
+  const auto peak_steps = look_at_texts(pressure.analysis);
+  ASSERT_FALSE(peak_steps.empty());
+  const Site& top = pressure.analysis.sites_at_peak.front();
+  EXPECT_NE(peak_steps.front().find(top.site), std::string::npos) << peak_steps.front();
+  EXPECT_NE(peak_steps.front().find(": it holds " + Bytes(top.bytes).text() + " at the peak in "), std::string::npos) << peak_steps.front();
+  for (const auto& t : peak_steps) EXPECT_EQ(t.find(" live in "), std::string::npos) << t;
+
+  const Analyzed healthy = analyzed("healthy_training");
+  const auto end_steps = look_at_texts(healthy.analysis);
+  ASSERT_FALSE(end_steps.empty());
+  for (const auto& t : end_steps) EXPECT_NE(t.find(" live in "), std::string::npos) << t;
+}
+
+TEST(Phases, RealScriptPointsAtThePeaksTwoLargestTensors) {
+  const std::filesystem::path dir = std::getenv("MEMSNAP_CORPUS") ? std::filesystem::path(std::getenv("MEMSNAP_CORPUS"))
+                                                                  : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS);
+  const auto file = dir / "HugePandaCoder_octree-nca-groupeq_mem_snapshots_inference2_peso_oct.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << dir;
+  // Peak 17.23 GiB, end 4.92 GiB: a conv output (line 198) and its relu copy (line 200), 6.85 GiB each.
+  const auto steps = look_at_texts(analyze(load_snapshot(file.string())));
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_NE(steps[0].find("inference2_peso_oct.py:198 (<module>): it holds 6.85 GiB at the peak in 1 block (activation)"),
+            std::string::npos)
+      << steps[0];
+  EXPECT_NE(steps[1].find("inference2_peso_oct.py:200 (<module>): it holds 6.85 GiB at the peak in 1 block"), std::string::npos)
+      << steps[1];
+}
+
 TEST(Phases, NegativesHaveNoWorkloadFinding) {
   for (const std::string name : {"inference_no_grad", "healthy_eval", "expandable_segments", "example", "activation_pressure"}) {
     const Analyzed x = analyzed(name);
