@@ -22,6 +22,12 @@ namespace phases_tests {
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / name; }
 
+// A file of the real corpus (../shared/corpus/real, or $MEMSNAP_CORPUS); the tests skip without it.
+std::filesystem::path corpus_file(const std::string& name) {
+  const char* dir = std::getenv("MEMSNAP_CORPUS");
+  return (dir ? std::filesystem::path(dir) : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS)) / name;
+}
+
 struct Analyzed {
   LoadedSnapshot loaded;
   Analysis analysis;
@@ -149,10 +155,8 @@ TEST(Phases, TrainingStateThroughAnEvaluation) {
 }
 
 TEST(Phases, RealForwardBenchmarkAfterTrainingNamesTheTrainingState) {
-  const std::filesystem::path dir = std::getenv("MEMSNAP_CORPUS") ? std::filesystem::path(std::getenv("MEMSNAP_CORPUS"))
-                                                                  : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS);
-  const auto file = dir / "Wedsonlin_assignment2-systems_results_medium_128_inference_memory_snapshot.pickle";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << dir;
+  const auto file = corpus_file("Wedsonlin_assignment2-systems_results_medium_128_inference_memory_snapshot.pickle");
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
   const Analysis a = analyze(load_snapshot(file.string()));
   const Pattern* p = pattern(a, PatternId::TrainingStateInEvaluation);
   ASSERT_NE(p, nullptr);
@@ -195,10 +199,8 @@ TEST(Phases, LookAtStepsNameThePeaksSitesWhenThePeakDwarfsTheEnd) {
 }
 
 TEST(Phases, RealScriptPointsAtThePeaksTwoLargestTensors) {
-  const std::filesystem::path dir = std::getenv("MEMSNAP_CORPUS") ? std::filesystem::path(std::getenv("MEMSNAP_CORPUS"))
-                                                                  : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS);
-  const auto file = dir / "HugePandaCoder_octree-nca-groupeq_mem_snapshots_inference2_peso_oct.pickle";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << dir;
+  const auto file = corpus_file("HugePandaCoder_octree-nca-groupeq_mem_snapshots_inference2_peso_oct.pickle");
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
   // Peak 17.23 GiB, end 4.92 GiB: a conv output (line 198) and its relu copy (line 200), 6.85 GiB each.
   const auto steps = look_at_texts(analyze(load_snapshot(file.string())));
   ASSERT_GE(steps.size(), 2u);
