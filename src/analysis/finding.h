@@ -126,7 +126,7 @@ enum class FixId {
   ShardReplicated, ZeroOneSaving,                                              // replicated_gradients
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
   ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention,  // workload patterns
-  FreeTrainingStateForEvaluation, ZeroGradBeforeEvaluation,
+  FreeTrainingStateForEvaluation, ZeroGradBeforeEvaluation,                   // training_state_in_evaluation
   Bf16WeightsForInference, AutocastNoCache, LowerGpuMemoryUtilization, BoundKvCache,  // the kind patterns
   PrivatePoolsCannotServe, SharePoolBetweenGraphs, CaptureFewerSizes, ReduceOverheadWhereNeeded,  // OOM next to private pools
   GraphPoolOom,                                                                // OOM inside a private pool

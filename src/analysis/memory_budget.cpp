@@ -197,6 +197,34 @@ bool match_copies(const SizeCounts& unexplained, std::vector<Decision>& decision
   return true;
 }
 
+// Blocks with a stack but no decisive frame (kind unknown) that, site by site, match the
+// parameters' sizes one to one: one tensor per parameter, kept by code memsnap knows no frame of
+// (a hand-written optimizer's state, an EMA, a copy of the weights). Said as evidence; the kind
+// stays unknown, since the snapshot does not tell which of those it is.
+void note_parameter_shaped(const Snapshot& s, const std::vector<LiveItem>& items, const std::vector<Decision>& decisions,
+                           MemoryBudget& budget) {
+  SizeCounts parameters;
+  std::map<std::string, SizeCounts> unknown_by_site;
+  std::unordered_map<StackId, const std::string*> site_of;  // each stack named once
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (decisions[k].source != KindSource::StackRule) continue;
+    if (decisions[k].kind == Category::Parameter) {
+      ++parameters[items[k].requested];
+    } else if (decisions[k].kind == Category::Unknown) {
+      const std::string*& site = site_of[items[k].stack];
+      if (!site) site = &unknown_by_site.try_emplace(site_label(s, items[k].stack)).first->first;
+      ++unknown_by_site[*site][items[k].requested];
+    }
+  }
+  if (blocks_of(parameters) < kMinSetBlocks) return;
+  for (const auto& [site, sizes] : unknown_by_site) {
+    if (sizes != parameters || site.empty()) continue;
+    budget.evidence.push_back(fmt::format("{} holds {} blocks ({}) whose sizes match the parameters' one to one: one tensor per "
+                                          "parameter, such as a hand-written optimizer's state, an EMA or a copy of the weights",
+                                          site, blocks_of(sizes), format_bytes(bytes_of(sizes))));
+  }
+}
+
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
 std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients,
                              const SizeCounts& optimizer, KindCache& kinds, MemoryBudget& budget) {
@@ -214,6 +242,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
       ++unexplained[items[k].requested];
     }
   }
+  note_parameter_shaped(s, items, decisions, budget);
   if (stackless.empty()) return decisions;
   for (const auto& [size, n] : unexplained) budget.stackless_sizes.push_back({size, n});
   std::stable_sort(budget.stackless_sizes.begin(), budget.stackless_sizes.end(),

@@ -360,7 +360,6 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   return p;
 }
 
-
 // --------------------------------------------------- training state through an evaluation
 
 // Gradients and optimizer state at the peak of a pass with no backward anywhere: at least this

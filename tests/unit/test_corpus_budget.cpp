@@ -19,7 +19,7 @@ using test::corpus_dir;
 
 TEST(CorpusBudget, EveryRealSnapshotsBudgetAddsUpToLiveMemory) {
   if (!std::filesystem::exists(corpus_dir())) GTEST_SKIP() << "real corpus not found at " << corpus_dir() << "; set MEMSNAP_CORPUS to run";
-  int checked = 0;
+  int checked = 0, parameter_shaped = 0;
   for (const auto& entry : std::filesystem::directory_iterator(corpus_dir())) {
     const std::string name = entry.path().filename().string();
     if (name == "facts.json" || name.ends_with(".md")) continue;
@@ -32,11 +32,28 @@ TEST(CorpusBudget, EveryRealSnapshotsBudgetAddsUpToLiveMemory) {
       for (const BudgetRow& row : b.rows) sum += row.bytes;
       EXPECT_EQ(sum, b.live_bytes) << "device " << b.device << " " << moment_text(b);
       if (b.moment == BudgetMoment::End) end_bytes += b.live_bytes;
+      for (const std::string& e : b.evidence) parameter_shaped += e.find("match the parameters' one to one") != std::string::npos;
     }
     EXPECT_EQ(end_bytes, a.totals.overall.allocated);  // facts.json's total_allocated_bytes (test_corpus.cpp)
     ++checked;
   }
   EXPECT_EQ(checked, 54);
+  EXPECT_EQ(parameter_shaped, 2);  // DeComFL's hand-written Adam state at its end and its peak (below), and nothing else
+}
+
+// A hand-written Adam (DeComFL's zeroth-order estimator) keeps one tensor per parameter in user
+// code with no torch.optim frame: its kind stays unknown, but the budget says the site's blocks
+// match the parameters one to one. No other real file has such a site.
+TEST(CorpusBudget, ParameterShapedStateInUserCodeIsSaid) {
+  const auto file = std::filesystem::path(corpus_dir()) / "ZidongLiu_DeComFL_memory.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+  const Analysis a = analyze(load_snapshot(file.string()));
+  const MemoryBudget* peak = main_budget(a.budgets);
+  ASSERT_NE(peak, nullptr);
+  ASSERT_EQ(peak->moment, BudgetMoment::Peak);
+  const std::string want = "adam_forward.py:168 holds 196 blocks (477.75 MiB) whose sizes match the parameters' one to one";
+  EXPECT_TRUE(std::any_of(peak->evidence.begin(), peak->evidence.end(), [&](const std::string& e) { return e.find(want) != std::string::npos; }))
+      << testing::PrintToString(peak->evidence);
 }
 
 }  // namespace corpus_budget_tests

@@ -22,11 +22,8 @@ namespace phases_tests {
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / name; }
 
-// A file of the real corpus (../shared/corpus/real, or $MEMSNAP_CORPUS); the tests skip without it.
-std::filesystem::path corpus_file(const std::string& name) {
-  const char* dir = std::getenv("MEMSNAP_CORPUS");
-  return (dir ? std::filesystem::path(dir) : std::filesystem::path(MEMSNAP_DEFAULT_CORPUS)) / name;
-}
+// A file of the real corpus (test_support.h); the tests skip without it.
+std::filesystem::path corpus_file(const std::string& name) { return std::filesystem::path(test::corpus_dir()) / name; }
 
 struct Analyzed {
   LoadedSnapshot loaded;
