@@ -205,15 +205,15 @@ void note_parameter_shaped(const Snapshot& s, const std::vector<LiveItem>& items
                            MemoryBudget& budget) {
   SizeCounts parameters;
   std::map<std::string, SizeCounts> unknown_by_site;
-  std::unordered_map<StackId, const std::string*> site_of;  // each stack named once
+  std::unordered_map<StackId, SizeCounts*> sizes_of;  // each stack's site named once (map nodes stay put)
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (decisions[k].source != KindSource::StackRule) continue;
     if (decisions[k].kind == Category::Parameter) {
       ++parameters[items[k].requested];
     } else if (decisions[k].kind == Category::Unknown) {
-      const std::string*& site = site_of[items[k].stack];
-      if (!site) site = &unknown_by_site.try_emplace(site_label(s, items[k].stack)).first->first;
-      ++unknown_by_site[*site][items[k].requested];
+      SizeCounts*& sizes = sizes_of[items[k].stack];
+      if (!sizes) sizes = &unknown_by_site[site_label(s, items[k].stack)];
+      ++(*sizes)[items[k].requested];
     }
   }
   if (blocks_of(parameters) < kMinSetBlocks) return;
@@ -413,24 +413,19 @@ std::string kind_phrase(Category kind) {
 
 // "parameters 12.69 GiB, gradients 12.69 GiB, ..." (the five largest kinds, the rest together
 // unless it is one kind), or ", all activations" when one kind holds everything.
-std::string kinds_phrase(const std::array<std::uint64_t, kCategoryCount>& kinds) {
+std::string kinds_phrase(const std::vector<std::pair<Category, std::uint64_t>>& order) {
   constexpr std::size_t kListed = 5;
-  std::vector<std::size_t> order;
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
-    if (kinds[k] > 0) order.push_back(k);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return kinds[x] > kinds[y]; });
   if (order.size() == 1) {
-    const auto only = static_cast<Category>(order.front());
+    const Category only = order.front().first;
     return only == Category::Unknown ? ", all of unknown kind" : ", all " + kind_phrase(only);
   }
   const std::size_t listed = order.size() == kListed + 1 ? order.size() : std::min(order.size(), kListed);
   std::string parts;
   for (std::size_t i = 0; i < listed; ++i) {
-    parts += fmt::format("{}{} {}", i ? ", " : ": ", kind_phrase(static_cast<Category>(order[i])), format_bytes(kinds[order[i]]));
+    parts += fmt::format("{}{} {}", i ? ", " : ": ", kind_phrase(order[i].first), format_bytes(order[i].second));
   }
   std::uint64_t rest = 0;
-  for (std::size_t i = listed; i < order.size(); ++i) rest += kinds[order[i]];
+  for (std::size_t i = listed; i < order.size(); ++i) rest += order[i].second;
   if (rest > 0) parts += fmt::format(", {} other kinds {}", order.size() - listed, format_bytes(rest));
   return parts;
 }
@@ -483,6 +478,23 @@ std::array<std::uint64_t, EnumNames<Category>::names.size()> bytes_by_kind(const
   return out;
 }
 
+std::vector<std::pair<Category, std::uint64_t>> kinds_largest_first(const MemoryBudget& b) {
+  const auto bytes = bytes_by_kind(b);
+  std::vector<std::pair<Category, std::uint64_t>> out;
+  for (std::size_t k = 0; k < bytes.size(); ++k) {
+    if (bytes[k] > 0) out.emplace_back(static_cast<Category>(k), bytes[k]);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  return out;
+}
+
+const MemoryBudget* peak_budget(const std::vector<MemoryBudget>& budgets, std::int64_t device) {
+  for (const MemoryBudget& b : budgets) {
+    if (b.device == device && b.moment == BudgetMoment::Peak) return &b;
+  }
+  return nullptr;
+}
+
 std::string kind_text(Category kind) {
   std::string out(name_of(kind));
   std::replace(out.begin(), out.end(), '_', ' ');
@@ -513,7 +525,7 @@ const MemoryBudget* main_budget(const std::vector<MemoryBudget>& budgets) {
 std::string budget_sentence(const MemoryBudget& b) {
   const auto kinds = bytes_by_kind(b);
   return fmt::format("{} {} is live on device {}{}{}{}.", capitalized(moment_text(b)), format_bytes(b.live_bytes), b.device,
-                     kinds_phrase(kinds), per_parameter_note(kinds), stackless_note(b));
+                     kinds_phrase(kinds_largest_first(b)), per_parameter_note(kinds), stackless_note(b));
 }
 
 }  // namespace memsnap

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analysis/attribution.h"
@@ -73,6 +74,12 @@ std::vector<std::string> budget_violations(const std::vector<MemoryBudget>& budg
 
 // Bytes of each kind (all provenances and sources together), indexed by Category.
 std::array<std::uint64_t, EnumNames<Category>::names.size()> bytes_by_kind(const MemoryBudget& budget);
+
+// The kinds present (bytes > 0), largest first (ties in Category order).
+std::vector<std::pair<Category, std::uint64_t>> kinds_largest_first(const MemoryBudget& budget);
+
+// The budget of `device` at its peak; null when it has none (no trace).
+const MemoryBudget* peak_budget(const std::vector<MemoryBudget>& budgets, std::int64_t device);
 
 // A kind as prose ("optimizer_state" -> "optimizer state").
 std::string kind_text(Category kind);

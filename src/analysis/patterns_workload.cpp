@@ -398,16 +398,14 @@ namespace {
 // Gradients and optimizer state live at the device's peak (the run trained before this moment),
 // from the peak's memory budget, which gives stack-less blocks their kinds by size.
 void trained_state_at_peak(const Measured& a, std::int64_t device, PeakContext& c) {
-  for (const MemoryBudget& b : a.budgets) {
-    if (b.device != device || b.moment != BudgetMoment::Peak) continue;
-    for (const BudgetRow& row : b.rows) {
-      if (row.kind != Category::Gradient && row.kind != Category::OptimizerState) continue;
-      (row.kind == Category::Gradient ? c.gradients : c.optimizer_state) += row.bytes;
-      if (row.provenance == Provenance::BeforeWindow) c.trained_before += row.bytes;
-    }
-    c.trained_state = c.gradients + c.optimizer_state;
-    return;
+  const MemoryBudget* b = peak_budget(a.budgets, device);
+  if (!b) return;
+  for (const BudgetRow& row : b->rows) {
+    if (row.kind != Category::Gradient && row.kind != Category::OptimizerState) continue;
+    (row.kind == Category::Gradient ? c.gradients : c.optimizer_state) += row.bytes;
+    if (row.provenance == Provenance::BeforeWindow) c.trained_before += row.bytes;
   }
+  c.trained_state = c.gradients + c.optimizer_state;
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // The phases section of the text and JSON reports (phases_report.h).
 #include "report/phases_report.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
@@ -30,16 +29,7 @@ std::string kinds_text(const std::vector<std::pair<Category, std::uint64_t>>& ki
 // state allocated before the recording); the peak's sites by their stacks' kinds when there is
 // no budget.
 std::vector<std::pair<Category, std::uint64_t>> peak_live_by_kind(const Analysis& a, std::int64_t device) {
-  for (const MemoryBudget& b : a.budgets) {
-    if (b.device != device || b.moment != BudgetMoment::Peak) continue;
-    const auto bytes = bytes_by_kind(b);
-    std::vector<std::pair<Category, std::uint64_t>> out;
-    for (std::size_t k = 0; k < bytes.size(); ++k) {
-      if (bytes[k] > 0) out.emplace_back(static_cast<Category>(k), bytes[k]);
-    }
-    std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-    return out;
-  }
+  if (const MemoryBudget* b = peak_budget(a.budgets, device)) return kinds_largest_first(*b);
   return live_by_kind(a.sites_at_peak);
 }
 

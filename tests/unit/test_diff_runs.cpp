@@ -9,6 +9,7 @@
 #include "analysis/conclude.h"
 #include "analysis/diff.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace diff_runs_tests {
@@ -100,7 +101,7 @@ TEST(DiffRuns, NoStacksOnEitherSideSaysWhyThereIsNoVerdict) {
 }
 
 TEST(DiffRuns, RealFp32AndBf16RunsAreComparedPeakAgainstPeak) {
-  const fs::path dir = std::getenv("MEMSNAP_CORPUS") ? fs::path(std::getenv("MEMSNAP_CORPUS")) : fs::path(MEMSNAP_DEFAULT_CORPUS);
+  const fs::path dir = test::corpus_dir();
   const fs::path fp32 = dir / "silmont2000_assignment2-systems_memory_forward_fp32_128.pickle";
   const fs::path bf16 = dir / "silmont2000_assignment2-systems_memory_forward_bf16_128.pickle";
   if (!fs::exists(fp32) || !fs::exists(bf16)) GTEST_SKIP() << "real corpus not found at " << dir;

@@ -7,6 +7,7 @@
 
 #include "analysis/analyze.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace kind_patterns_tests {
@@ -49,7 +50,7 @@ TEST(KindPatterns, HealthyTrainingHasNeither) {
 }
 
 TEST(KindPatterns, RealMixedPrecisionForwardNamesTheAutocastCache) {
-  const fs::path dir = std::getenv("MEMSNAP_CORPUS") ? fs::path(std::getenv("MEMSNAP_CORPUS")) : fs::path(MEMSNAP_DEFAULT_CORPUS);
+  const fs::path dir = test::corpus_dir();
   const fs::path file = dir / "kkaitlyn111_cs336-a2-systems_memory_files_memory_ctx512_forward_mixed.pickle";
   if (!fs::exists(file)) GTEST_SKIP() << "real corpus not found at " << dir;
   const Analysis a = analysis_of(file);

@@ -13,6 +13,7 @@
 #include "analysis/analyze.h"
 #include "analysis/patterns.h"
 #include "model/load.h"
+#include "test_support.h"
 
 namespace memsnap {
 namespace leak_windows_tests {
@@ -61,8 +62,7 @@ std::vector<std::uint64_t> caps_for(std::size_t events, std::size_t count, std::
 }
 
 TEST(LeakWindows, RealCorpusHasNoLeakAtAnyCap) {
-  const char* env = std::getenv("MEMSNAP_CORPUS");
-  const std::filesystem::path dir = env ? env : MEMSNAP_DEFAULT_CORPUS;
+  const std::filesystem::path dir = test::corpus_dir();
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real corpus at " << dir << " (set MEMSNAP_CORPUS)";
   int windows = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {

@@ -158,8 +158,7 @@ TEST(Patterns, LayersOfOneForwardAreNotSteps) {
 // The real corpus (when present): memsnap must not call any of these runs leaking. Each file was
 // reviewed: forward-only profiles, training steps and notebooks, none with evidence of a leak.
 TEST(Patterns, RealCorpusHasNoLeakWithoutEvidence) {
-  const char* env = std::getenv("MEMSNAP_CORPUS");
-  const std::filesystem::path dir = env ? env : MEMSNAP_DEFAULT_CORPUS;
+  const std::filesystem::path dir = test::corpus_dir();
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no real corpus at " << dir << " (set MEMSNAP_CORPUS)";
   int checked = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
