@@ -45,11 +45,49 @@ std::string largest_site_headline(const Analysis& a) {
                      optimizer ? ": optimizer state from the first optimizer.step(), expected retention, not a leak" : "", no_stack_note);
 }
 
+// A site by the user's line: a C++ or ??:0 site is named by the Python frame that called it;
+// nothing for a site without a stack or without such a caller.
+std::optional<std::string> user_place(const Site& site) {
+  if (site.no_stack) return std::nullopt;
+  if (site.kind != FrameKind::Native) return site_phrase(site);
+  if (site.call_path.size() < 2) return std::nullopt;
+  const std::string& caller = site.call_path[1];  // "file:line:function"
+  const auto colon = caller.rfind(':');
+  return caller.substr(0, colon) + " (" + caller.substr(colon + 1) + ", calling " + site_phrase(site) + ")";
+}
+
+// At the peak, one or two sites of a tensor or two each, every one at least a quarter of the peak
+// and together at least half of it: what an expert names first, whatever their kind (" Two
+// tensors hold 80% of it: 6.85 GiB from ... and 6.85 GiB from ...").
+constexpr std::uint64_t kDominantShare = 4;  // each: at least 1/4 of the peak
+std::string dominant_tensors_clause(const Analysis& a, const MemoryBudget& b) {
+  if (b.moment != BudgetMoment::Peak || b.device != a.peak_device || b.live_bytes == 0) return "";
+  std::vector<std::pair<const Site*, std::string>> named;
+  std::uint64_t bytes = 0, blocks = 0;
+  for (const Site& site : a.sites_at_peak) {
+    if (named.size() == 2 || site.bytes * kDominantShare < b.live_bytes) break;
+    const auto where = user_place(site);
+    if (!where || site.blocks > 2) return "";
+    named.emplace_back(&site, *where);
+    bytes += site.bytes;
+    blocks += site.blocks;
+  }
+  if (named.empty() || 2 * bytes < b.live_bytes) return "";
+  std::string places;
+  for (const auto& [site, where] : named) places += fmt::format("{}{} from {}", places.empty() ? "" : " and ", format_bytes(site->bytes), where);
+  return fmt::format(" {} hold{} {:.0f}% of it: {}.", blocks == 1 ? "One tensor" : fmt::format("{} tensors", blocks), blocks == 1 ? "s" : "",
+                     100.0 * double(bytes) / double(b.live_bytes), places);
+}
+
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
 std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
   if (!b) return largest_site_headline(a);
-  const std::string sentence = budget_sentence(*b);
+  std::string sentence = budget_sentence(*b);
+  if (a.diagnosis.optimizer_spike && a.diagnosis.optimizer_spike->first_step_in_window) {
+    sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
+  }
+  sentence += dominant_tensors_clause(a, *b);
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "
@@ -57,8 +95,7 @@ std::string budget_headline(const Analysis& a) {
                        sentence, format_bytes(*p->saving_bytes),
                        peak > 0 ? fmt::format(" ({:.0f}% of the peak)", 100.0 * double(*p->saving_bytes) / double(peak)) : "");
   }
-  if (!a.diagnosis.optimizer_spike || !a.diagnosis.optimizer_spike->first_step_in_window) return sentence;
-  return sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
+  return sentence;
 }
 
 // The device imbalance when the OOM happened on the heaviest device: balancing the devices is
@@ -195,16 +232,11 @@ constexpr double kPeakOverEnd = 1.5;
 
 std::optional<NextStep> look_at_step(const Site& site, bool several_devices, const std::string& when) {
   // A library workspace (cuBLAS, CUDA graphs) is the library's own and expected: nothing to look at.
-  if (site.no_stack || site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
-  std::string where = site_phrase(site);
-  if (site.kind == FrameKind::Native) {
-    if (site.call_path.size() < 2) return std::nullopt;
-    const std::string& caller = site.call_path[1];  // "file:line:function"
-    const auto colon = caller.rfind(':');
-    where = caller.substr(0, colon) + " (" + caller.substr(colon + 1) + ", calling " + site_phrase(site) + ")";
-  }
+  if (site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
+  const auto where = user_place(site);
+  if (!where) return std::nullopt;
   return NextStep{NextStepKind::LookAtSite, {}, {},
-                  sentence("look at {}: it holds {} {}{} in {} block{} ({})", where, Bytes(site.bytes), when,
+                  sentence("look at {}: it holds {} {}{} in {} block{} ({})", *where, Bytes(site.bytes), when,
                            several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
                            site.blocks == 1 ? "" : "s", category_name(site.category)),
                   {}, 0};

@@ -190,6 +190,7 @@ TEST(Phases, LookAtStepsNameThePeaksSitesWhenThePeakDwarfsTheEnd) {
   for (const auto& t : peak_steps) EXPECT_EQ(t.find(" live in "), std::string::npos) << t;
 
   const Analyzed healthy = analyzed("healthy_training");
+  EXPECT_EQ(healthy.analysis.headline.find("tensors hold"), std::string::npos) << healthy.analysis.headline;  // no site dominates
   const auto end_steps = look_at_texts(healthy.analysis);
   ASSERT_FALSE(end_steps.empty());
   for (const auto& t : end_steps) EXPECT_NE(t.find(" live in "), std::string::npos) << t;
@@ -199,7 +200,12 @@ TEST(Phases, RealScriptPointsAtThePeaksTwoLargestTensors) {
   const auto file = corpus_file("HugePandaCoder_octree-nca-groupeq_mem_snapshots_inference2_peso_oct.pickle");
   if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
   // Peak 17.23 GiB, end 4.92 GiB: a conv output (line 198) and its relu copy (line 200), 6.85 GiB each.
-  const auto steps = look_at_texts(analyze(load_snapshot(file.string())));
+  const Analysis a = analyze(load_snapshot(file.string()));
+  EXPECT_NE(a.headline.find(". 2 tensors hold 80% of it: 6.85 GiB from torch/nn/modules/conv.py:_conv_forward at "), std::string::npos)
+      << a.headline;
+  EXPECT_NE(a.headline.find("inference2_peso_oct.py:198 (<module>) and 6.85 GiB from torch/nn/functional.py:relu at "), std::string::npos)
+      << a.headline;
+  const auto steps = look_at_texts(a);
   ASSERT_GE(steps.size(), 2u);
   EXPECT_NE(steps[0].find("inference2_peso_oct.py:198 (<module>): it holds 6.85 GiB at the peak in 1 block (activation)"),
             std::string::npos)
