@@ -79,6 +79,57 @@ std::string dominant_tensors_clause(const Analysis& a, const MemoryBudget& b) {
                      100.0 * double(bytes) / double(b.live_bytes), places);
 }
 
+// Whether the budget of `site`'s device at `moment` found the site's blocks to match the
+// parameters one to one (MemoryBudget::parameter_shaped_sites).
+bool parameter_shaped(const Analysis& a, const Site& site, BudgetMoment moment) {
+  return std::any_of(a.budgets.begin(), a.budgets.end(), [&](const MemoryBudget& b) {
+    return b.device == site.device && b.moment == moment &&
+           std::find(b.parameter_shaped_sites.begin(), b.parameter_shaped_sites.end(), site.site) != b.parameter_shaped_sites.end();
+  });
+}
+
+// The sites live at the budget's moment: the peak device's sites at its peak, a device's sites at
+// the end; none before an OOM (the sites of that moment are not kept).
+std::vector<const Site*> sites_of(const Analysis& a, const MemoryBudget& b) {
+  std::vector<const Site*> out;
+  if (b.moment == BudgetMoment::Peak && b.device == a.peak_device) {
+    for (const Site& site : a.sites_at_peak) out.push_back(&site);
+  } else if (b.moment == BudgetMoment::End) {
+    for (const Site& site : a.sites) {
+      if (site.device == b.device) out.push_back(&site);
+    }
+  }
+  return out;
+}
+
+// When the unknown kind leads the budget with a third of it or more, the user's lines that hold
+// most of it: one or two sites with a stack, each at least an eighth of the unknown bytes and
+// together at least half (" Most of the unknown kind is 477.75 MiB from adam_forward.py:168
+// (<listcomp>), one tensor per parameter, and 294.56 MiB from ...").
+constexpr std::uint64_t kUnknownLeadShare = 3;  // the unknown kind: at least 1/3 of the moment
+constexpr std::uint64_t kUnknownSiteShare = 8;  // each named site: at least 1/8 of the unknown bytes
+std::string unknown_sites_clause(const Analysis& a, const MemoryBudget& b) {
+  const auto kinds = kinds_largest_first(b);
+  if (kinds.empty() || kinds.front().first != Category::Unknown || kinds.front().second * kUnknownLeadShare < b.live_bytes) return "";
+  const std::uint64_t unknown = kinds.front().second;
+  std::string parts;
+  std::uint64_t named = 0;
+  int count = 0;
+  for (const Site* site : sites_of(a, b)) {
+    if (count == 2 || site->bytes * kUnknownSiteShare < unknown) break;
+    if (site->category != Category::Unknown) continue;
+    const auto where = user_place(*site);
+    if (!where) continue;
+    parts += fmt::format("{}{} from {}{}", count == 0 ? "" : " and ", format_bytes(site->bytes), *where,
+                         parameter_shaped(a, *site, b.moment) ? ", one tensor per parameter," : "");
+    named += site->bytes;
+    ++count;
+  }
+  if (count == 0 || 2 * named < unknown) return "";
+  if (parts.back() == ',') parts.pop_back();
+  return fmt::format(" Most of the unknown kind is {}.", parts);
+}
+
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
 std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
@@ -87,7 +138,8 @@ std::string budget_headline(const Analysis& a) {
   if (a.diagnosis.optimizer_spike && a.diagnosis.optimizer_spike->first_step_in_window) {
     sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
   }
-  sentence += dominant_tensors_clause(a, *b);
+  const std::string tensors = dominant_tensors_clause(a, *b);
+  sentence += tensors.empty() ? unknown_sites_clause(a, *b) : tensors;
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "
@@ -230,15 +282,16 @@ constexpr double kMinLookAtPercent = 1.0;
 // ones to shrink: the look-at steps name them ("at the peak") instead of the end's.
 constexpr double kPeakOverEnd = 1.5;
 
-std::optional<NextStep> look_at_step(const Site& site, bool several_devices, const std::string& when) {
+std::optional<NextStep> look_at_step(const Site& site, bool several_devices, const std::string& when, bool per_parameter) {
   // A library workspace (cuBLAS, CUDA graphs) is the library's own and expected: nothing to look at.
   if (site.percent < kMinLookAtPercent || site.category == Category::Workspace) return std::nullopt;
   const auto where = user_place(site);
   if (!where) return std::nullopt;
   return NextStep{NextStepKind::LookAtSite, {}, {},
-                  sentence("look at {}: it holds {} {}{} in {} block{} ({})", *where, Bytes(site.bytes), when,
+                  sentence("look at {}: it holds {} {}{} in {} block{} ({}{})", *where, Bytes(site.bytes), when,
                            several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
-                           site.blocks == 1 ? "" : "s", category_name(site.category)),
+                           site.blocks == 1 ? "" : "s", category_name(site.category),
+                           per_parameter ? "; one tensor per parameter" : ""),
                   {}, 0};
 }
 
@@ -264,7 +317,8 @@ std::vector<NextStep> next_steps(const Snapshot& s, const Analysis& a) {
   const std::string when = !at_peak ? "live" : several_devices ? fmt::format("at device {}'s peak", a.peak_device) : "at the peak";
   for (const Site& site : sites) {
     if (named == 3) break;
-    if (auto step = look_at_step(site, several_devices && !at_peak, when)) {
+    const bool per_parameter = parameter_shaped(a, site, at_peak ? BudgetMoment::Peak : BudgetMoment::End);
+    if (auto step = look_at_step(site, several_devices && !at_peak, when, per_parameter)) {
       out.push_back(std::move(*step));
       ++named;
     }

@@ -219,6 +219,7 @@ void note_parameter_shaped(const Snapshot& s, const std::vector<LiveItem>& items
   if (blocks_of(parameters) < kMinSetBlocks) return;
   for (const auto& [site, sizes] : unknown_by_site) {
     if (sizes != parameters || site.empty()) continue;
+    budget.parameter_shaped_sites.push_back(site);
     budget.evidence.push_back(fmt::format("{} holds {} blocks ({}) whose sizes match the parameters' one to one: one tensor per "
                                           "parameter, such as a hand-written optimizer's state, an EMA or a copy of the weights",
                                           site, blocks_of(sizes), format_bytes(bytes_of(sizes))));
@@ -338,13 +339,13 @@ std::vector<Moment> moments_of(const Snapshot& s, const std::vector<DeviceTimeli
   end.budget.event_index = t->events;
   if (t->peak_allocated && peak_certainty(*t) == PeakCertainty::InWindow) {  // not a lower bound, not too short a window
     Moment& peak = out.emplace_back();
-    peak.budget = {d.device, BudgetMoment::Peak, 0, t->peak_index, non_negative(*t->peak_allocated), 0, {}, {}, {}};
+    peak.budget = {d.device, BudgetMoment::Peak, 0, t->peak_index, non_negative(*t->peak_allocated), 0, {}, {}, {}, {}};
     peak.items = t->live_at_peak;
   }
   for (std::size_t i = 0; i < t->live_at_oom.size() && i < t->studied_ooms.size(); ++i) {
     Moment& oom = out.emplace_back();
     const std::size_t at = studied_oom_event(*t, i);
-    oom.budget = {d.device, BudgetMoment::Oom, first_oom + t->studied_ooms[i], at, non_negative(t->curve[at]), 0, {}, {}, {}};
+    oom.budget = {d.device, BudgetMoment::Oom, first_oom + t->studied_ooms[i], at, non_negative(t->curve[at]), 0, {}, {}, {}, {}};
     oom.items = live_items(*t, t->live_at_oom[i]);
   }
   return out;

@@ -62,6 +62,9 @@ struct MemoryBudget {
   std::vector<BudgetRow> rows;  // largest first; bytes add up to live_bytes
   std::vector<SizeGroup> stackless_sizes;  // the stack-less blocks by size, largest total first
   std::vector<std::string> evidence;       // the inferences about stack-less memory, each with its evidence
+  // Sites ("file:line", as Site::site) of unknown kind whose blocks match the parameters' sizes one
+  // to one: one tensor per parameter (a hand-written optimizer's state, an EMA, a copy of the weights).
+  std::vector<std::string> parameter_shaped_sites;
 };
 
 // The budgets of every device: the end (devices without a trace too), the peak and each OOM of

@@ -146,5 +146,39 @@ TEST(MemoryBudget, BlocksFreedInTheWindowKeepNoFreeStack) {
   for (const MemoryBudget& b : a.budgets) EXPECT_EQ(rows_sum(b), b.live_bytes) << name_of(b.moment);
 }
 
+
+// A hand-written optimizer (no torch.optim frame) keeps two moments, one tensor per parameter
+// each, on two lines of user code: their kind stays unknown, but the budget marks both sites as
+// parameter-shaped, the headline says the unknown kind is mostly those two lines, and their
+// look-at steps say one tensor per parameter.
+TEST(MemoryBudget, UnknownKindLedByParameterShapedSitesIsNamedInTheHeadline) {
+  const Analysis a = analyze_fixture("budget_handwritten_optimizer_state");
+  const std::uint64_t params = 18061712;  // the 16 parameters' requested bytes (the truth file's moment_bytes)
+  const MemoryBudget& peak = budget_at(a, BudgetMoment::Peak);
+  EXPECT_EQ(row_of(peak, Category::Unknown, Provenance::InWindow, KindSource::StackRule).bytes, 2 * params);
+  EXPECT_EQ(row_of(peak, Category::Unknown, Provenance::InWindow, KindSource::StackRule).blocks, 32u);
+  EXPECT_EQ(peak.parameter_shaped_sites,
+            (std::vector<std::string>{"/home/user/project/zo_adam.py:31", "/home/user/project/zo_adam.py:32"}));
+  EXPECT_NE(a.headline.find(" Most of the unknown kind is 17.22 MiB from /home/user/project/zo_adam.py:31 (<listcomp>), one tensor "
+                            "per parameter, and 17.22 MiB from /home/user/project/zo_adam.py:32 (<listcomp>), one tensor per "
+                            "parameter."),
+            std::string::npos)
+      << a.headline;
+  int per_parameter = 0;
+  for (const NextStep& step : a.next_steps) per_parameter += step.text().find("(unknown; one tensor per parameter)") != std::string::npos;
+  EXPECT_EQ(per_parameter, 2);
+}
+
+// An EMA copy of the weights is parameter-shaped too, but at a tenth of the peak the unknown kind
+// does not lead: the headline names no site for it; its look-at step still says what it is.
+TEST(MemoryBudget, ParameterShapedSiteBehindOtherKindsIsOnlyInItsStep) {
+  const Analysis a = analyze_fixture("one_off_allocations");
+  EXPECT_EQ(a.headline.find("Most of the unknown kind"), std::string::npos) << a.headline;
+  const auto ema = std::find_if(a.next_steps.begin(), a.next_steps.end(),
+                                [](const NextStep& s) { return s.text().find("/home/user/project/ema.py:14") != std::string::npos; });
+  ASSERT_NE(ema, a.next_steps.end());
+  EXPECT_NE(ema->text().find("in 16 blocks (unknown; one tensor per parameter)"), std::string::npos) << ema->text();
+}
+
 }  // namespace memory_budget_tests
 }  // namespace memsnap
