@@ -101,6 +101,7 @@ struct LiveItem {
   std::uint64_t requested = 0;
   Provenance provenance = Provenance::InWindow;
   std::int64_t device = -1;  // its device (-1: none)
+  StackId free_stack = kNoStack;  // a moment's item freed later in the trace: the free's stack
 };
 
 // The site a stack is attributed to (bytes and blocks zero), from choose_site's choice.

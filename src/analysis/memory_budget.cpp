@@ -74,6 +74,12 @@ class KindCache {
 
 bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
 
+// A block allocated in backward and freed in backward too (its free's stack is a backward one):
+// an intermediate of the backward pass, not a gradient that outlives it.
+bool backward_temporary(const Snapshot& s, const LiveItem& item, KindCache& kinds) {
+  return item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds.of(item.free_stack) == Category::Gradient;
+}
+
 // Takes up to `n` not yet decided stack-less items of `size` as `kind`, in their order or, given
 // `first`, those of that provenance before the others; returns how many it took.
 std::uint64_t assign(std::vector<Decision>& decisions, const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items,
@@ -226,6 +232,20 @@ void note_parameter_shaped(const Snapshot& s, const std::vector<LiveItem>& items
   }
 }
 
+// The blocks backward_temporary() took from the gradients, said with their bytes.
+void note_backward_temporaries(const std::vector<LiveItem>& items, const std::vector<Decision>& decisions, MemoryBudget& budget) {
+  std::uint64_t bytes = 0, blocks = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (decisions[k].kind != Category::Temporary || decisions[k].source != KindSource::StackRule) continue;
+    bytes += items[k].bytes;
+    ++blocks;
+  }
+  if (blocks == 0) return;
+  budget.evidence.push_back(fmt::format("{} in {} block{} allocated in backward is freed in backward too (a backward stack frees it): "
+                                        "intermediate results of the backward pass, not gradients kept for the optimizer",
+                                        format_bytes(bytes), blocks, blocks == 1 ? "" : "s"));
+}
+
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
 std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients,
                              const SizeCounts& optimizer, KindCache& kinds, MemoryBudget& budget) {
@@ -237,6 +257,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
       decisions[k] = {tagged->kind, tagged->from_profiler ? KindSource::ProfilerCategory : KindSource::UserMetadata};
     } else if (has_stack(s, items[k])) {
       decisions[k] = {kinds.of(items[k].stack), KindSource::StackRule};
+      if (decisions[k].kind == Category::Gradient && backward_temporary(s, items[k], kinds)) decisions[k].kind = Category::Temporary;
       if (decisions[k].kind == Category::Gradient) ++gradients_here[items[k].requested];
     } else {
       stackless.push_back(k);
@@ -244,6 +265,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
     }
   }
   note_parameter_shaped(s, items, decisions, budget);
+  note_backward_temporaries(items, decisions, budget);
   if (stackless.empty()) return decisions;
   for (const auto& [size, n] : unexplained) budget.stackless_sizes.push_back({size, n});
   std::stable_sort(budget.stackless_sizes.begin(), budget.stackless_sizes.end(),
@@ -293,13 +315,16 @@ struct Moment {
   std::vector<LiveItem> items;
 };
 
-// The sizes of the live blocks of `kind` with stacks at each moment.
+// The sizes of the live blocks of `kind` with stacks at each moment (gradients without the
+// backward's temporaries).
 std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds, Category kind) {
   std::vector<SizeCounts> out;
   for (const Moment& m : moments) {
     SizeCounts& counts = out.emplace_back();
     for (const LiveItem& item : m.items) {
-      if (has_stack(s, item) && kinds.of(item.stack) == kind) ++counts[item.requested];
+      if (has_stack(s, item) && kinds.of(item.stack) == kind && !(kind == Category::Gradient && backward_temporary(s, item, kinds))) {
+        ++counts[item.requested];
+      }
     }
   }
   return out;
@@ -413,9 +438,15 @@ std::string kind_phrase(Category kind) {
 }
 
 // "parameters 12.69 GiB, gradients 12.69 GiB, ..." (the five largest kinds, the rest together
-// unless it is one kind), or ", all activations" when one kind holds everything.
-std::string kinds_phrase(const std::vector<std::pair<Category, std::uint64_t>>& order) {
+// unless it is one kind), or ", all activations" when one kind holds everything. With more than
+// six kinds, the smallest under 0.01% of the memory are left out until six remain (a 4-byte loss
+// gradient must not turn the sixth kind into "2 other kinds").
+std::string kinds_phrase(std::vector<std::pair<Category, std::uint64_t>> order) {
   constexpr std::size_t kListed = 5;
+  constexpr std::uint64_t kNegligible = 10000;  // under 1/10000 of the memory
+  std::uint64_t total = 0;
+  for (const auto& kind : order) total += kind.second;
+  while (order.size() > kListed + 1 && order.back().second * kNegligible < total) order.pop_back();
   if (order.size() == 1) {
     const Category only = order.front().first;
     return only == Category::Unknown ? ", all of unknown kind" : ", all " + kind_phrase(only);

@@ -258,7 +258,7 @@ std::vector<LiveItem> live_items(const DeviceTimeline& t, const std::vector<std:
   out.reserve(lifetimes.size());
   for (std::size_t k : lifetimes) {
     const Lifetime& l = t.lifetimes[k];
-    out.push_back({allocating_stack(l), l.size, l.size, provenance_of(l), t.device});
+    out.push_back({allocating_stack(l), l.size, l.size, provenance_of(l), t.device, l.free == kStillLive ? kNoStack : l.free_stack});
   }
   return out;
 }

@@ -61,5 +61,36 @@ TEST(CorpusBudget, ParameterShapedStateInUserCodeIsSaid) {
       << a.headline;
 }
 
+
+// The bytes of `kind` in a budget, every provenance and source together.
+std::uint64_t kind_bytes(const MemoryBudget& b, Category kind) { return bytes_by_kind(b)[static_cast<std::size_t>(kind)]; }
+
+// Blocks allocated in backward and freed in backward are temporaries of the backward pass; what is
+// left as gradients then matches the model, where before the temporaries inflated it.
+TEST(CorpusBudget, BackwardTemporariesAtThePeakAreNotGradients) {
+  struct Case {
+    const char* file;
+    std::uint64_t temporary;
+  };
+  for (const Case& c : {Case{"silmont2000_assignment2-systems_mem_snapshot.pickle", 2684354560u},  // DivBackward0 and BmmBackward0 of a custom softmax
+                        Case{"a0kuma_ckptTry_abc.pickle", 524288u}, Case{"JasperSolt_EoR_NN_snapshot.pickle", 23592964u}}) {
+    const auto file = std::filesystem::path(corpus_dir()) / c.file;
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+    SCOPED_TRACE(c.file);
+    const Analysis a = analyze(load_snapshot(file.string()));
+    const MemoryBudget* peak = peak_budget(a.budgets, 0);
+    ASSERT_NE(peak, nullptr);
+    EXPECT_EQ(kind_bytes(*peak, Category::Temporary), c.temporary);
+  }
+  // What remains as gradients is one per parameter (and the 4-byte loss gradient): a0kuma's
+  // parameters, and half of JasperSolt's Adam state.
+  const Analysis a0 = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / "a0kuma_ckptTry_abc.pickle").string()));
+  const MemoryBudget& p0 = *peak_budget(a0.budgets, 0);
+  EXPECT_EQ(kind_bytes(p0, Category::Gradient), kind_bytes(p0, Category::Parameter) + 4);
+  const Analysis js = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / "JasperSolt_EoR_NN_snapshot.pickle").string()));
+  const MemoryBudget& pj = *peak_budget(js.budgets, 0);
+  EXPECT_EQ(2 * (kind_bytes(pj, Category::Gradient) - 4), kind_bytes(pj, Category::OptimizerState));
+}
+
 }  // namespace corpus_budget_tests
 }  // namespace memsnap

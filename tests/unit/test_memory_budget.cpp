@@ -180,5 +180,30 @@ TEST(MemoryBudget, ParameterShapedSiteBehindOtherKindsIsOnlyInItsStep) {
   EXPECT_NE(ema->text().find("in 16 blocks (unknown; one tensor per parameter)"), std::string::npos) << ema->text();
 }
 
+
+// A backward that allocates a 512 MiB gradient of the softmax scores and frees it again on the
+// autograd engine's thread: at the peak that block is a temporary of the backward pass, and only
+// the parameters' gradients, which outlive the backward, count as gradients.
+TEST(MemoryBudget, BlocksAllocatedAndFreedInBackwardAreTemporariesNotGradients) {
+  const Analysis a = analyze_fixture("budget_backward_temporaries");
+  const MemoryBudget& peak = budget_at(a, BudgetMoment::Peak);
+  const BudgetRow temporary = row_of(peak, Category::Temporary, Provenance::InWindow, KindSource::StackRule);
+  EXPECT_EQ(temporary.bytes, 512 * MiB);
+  EXPECT_EQ(temporary.blocks, 1u);
+  const BudgetRow gradient = row_of(peak, Category::Gradient, Provenance::InWindow, KindSource::StackRule);
+  EXPECT_EQ(gradient.bytes, 18061712u);  // the 16 parameters' gradients (the truth file's gradient_bytes)
+  EXPECT_EQ(gradient.blocks, 16u);
+  EXPECT_EQ(rows_sum(peak), peak.live_bytes);
+  EXPECT_TRUE(has_evidence(peak, "512.00 MiB in 1 block allocated in backward is freed in backward too"))
+      << testing::PrintToString(peak.evidence);
+  EXPECT_EQ(a.headline.rfind("At the peak 802.45 MiB is live on device 0: temporaries 512.00 MiB, activations 256.00 MiB, parameters", 0),
+            0u)
+      << a.headline;
+  // At the end the gradients are all that backward left: no temporary.
+  const MemoryBudget& end = budget_at(a, BudgetMoment::End);
+  EXPECT_EQ(row_of(end, Category::Temporary, Provenance::InWindow, KindSource::StackRule).bytes, 0u);
+  EXPECT_EQ(row_of(end, Category::Gradient, Provenance::InWindow, KindSource::StackRule).blocks, 16u);
+}
+
 }  // namespace memory_budget_tests
 }  // namespace memsnap
