@@ -290,7 +290,7 @@ std::optional<NextStep> look_at_step(const Site& site, bool several_devices, con
   return NextStep{NextStepKind::LookAtSite, {}, {},
                   sentence("look at {}: it holds {} {}{} in {} block{} ({}{})", *where, Bytes(site.bytes), when,
                            several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
-                           site.blocks == 1 ? "" : "s", category_name(site.category),
+                           site.blocks == 1 ? "" : "s", kind_text(site.category),
                            per_parameter ? "; one tensor per parameter" : ""),
                   {}, 0};
 }
