@@ -437,29 +437,14 @@ std::string kind_phrase(Category kind) {
   return "unknown kind";
 }
 
-// "parameters 12.69 GiB, gradients 12.69 GiB, ..." (the five largest kinds, the rest together
-// unless it is one kind), or ", all activations" when one kind holds everything. With more than
-// six kinds, the smallest under 0.01% of the memory are left out until six remain (a 4-byte loss
-// gradient must not turn the sixth kind into "2 other kinds").
-std::string kinds_phrase(std::vector<std::pair<Category, std::uint64_t>> order) {
-  constexpr std::size_t kListed = 5;
-  constexpr std::uint64_t kNegligible = 10000;  // under 1/10000 of the memory
-  std::uint64_t total = 0;
-  for (const auto& kind : order) total += kind.second;
-  while (order.size() > kListed + 1 && order.back().second * kNegligible < total) order.pop_back();
+// "parameters 12.69 GiB, gradients 12.69 GiB, ..." (kinds_list), or ", all activations" when one
+// kind holds everything.
+std::string kinds_phrase(const std::vector<std::pair<Category, std::uint64_t>>& order) {
   if (order.size() == 1) {
     const Category only = order.front().first;
     return only == Category::Unknown ? ", all of unknown kind" : ", all " + kind_phrase(only);
   }
-  const std::size_t listed = order.size() == kListed + 1 ? order.size() : std::min(order.size(), kListed);
-  std::string parts;
-  for (std::size_t i = 0; i < listed; ++i) {
-    parts += fmt::format("{}{} {}", i ? ", " : ": ", kind_phrase(order[i].first), format_bytes(order[i].second));
-  }
-  std::uint64_t rest = 0;
-  for (std::size_t i = listed; i < order.size(); ++i) rest += order[i].second;
-  if (rest > 0) parts += fmt::format(", {} other kinds {}", order.size() - listed, format_bytes(rest));
-  return parts;
+  return ": " + kinds_list(order, kind_phrase);
 }
 
 }  // namespace
@@ -530,6 +515,22 @@ const MemoryBudget* peak_budget(const std::vector<MemoryBudget>& budgets, std::i
 std::string kind_text(Category kind) {
   std::string out(name_of(kind));
   std::replace(out.begin(), out.end(), '_', ' ');
+  return out;
+}
+
+std::string kinds_list(std::vector<std::pair<Category, std::uint64_t>> kinds, std::string (*name)(Category)) {
+  constexpr std::size_t kListed = 5;
+  constexpr std::uint64_t kNegligible = 10000;  // under 1/10000 of the memory
+  std::erase_if(kinds, [](const auto& kind) { return kind.second == 0; });
+  std::uint64_t total = 0;
+  for (const auto& kind : kinds) total += kind.second;
+  while (kinds.size() > kListed + 1 && kinds.back().second * kNegligible < total) kinds.pop_back();
+  const std::size_t listed = kinds.size() == kListed + 1 ? kinds.size() : std::min(kinds.size(), kListed);
+  std::string out;
+  for (std::size_t i = 0; i < listed; ++i) out += fmt::format("{}{} {}", i ? ", " : "", name(kinds[i].first), format_bytes(kinds[i].second));
+  std::uint64_t rest = 0;
+  for (std::size_t i = listed; i < kinds.size(); ++i) rest += kinds[i].second;
+  if (rest > 0) out += fmt::format(", {} other kinds {}", kinds.size() - listed, format_bytes(rest));
   return out;
 }
 

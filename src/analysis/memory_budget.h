@@ -86,6 +86,11 @@ const MemoryBudget* peak_budget(const std::vector<MemoryBudget>& budgets, std::i
 
 // A kind as prose ("optimizer_state" -> "optimizer state").
 std::string kind_text(Category kind);
+// Kinds (largest first) as a list, each written by `name`: the five largest (six when there are
+// six), the rest summed ("2 other kinds 12.00 MiB"); with more than six, the smallest under 0.01%
+// of the memory are left out until six remain (a 4-byte loss gradient must not turn the sixth kind
+// into "2 other kinds").
+std::string kinds_list(std::vector<std::pair<Category, std::uint64_t>> kinds, std::string (*name)(Category));
 
 // "at the peak", "at the end", "before OOM 1".
 std::string moment_text(const MemoryBudget& budget);

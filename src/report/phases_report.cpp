@@ -15,15 +15,6 @@ bool shows_phases(const DevicePhases& d) {
   return std::any_of(d.spans.begin(), d.spans.end(), [](const PhaseSpan& s) { return s.phase != Phase::Other; });
 }
 
-std::string kinds_text(const std::vector<std::pair<Category, std::uint64_t>>& kinds) {
-  std::string out;
-  for (std::size_t i = 0; i < kinds.size() && i < 5; ++i) {
-    if (kinds[i].second == 0) continue;
-    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", kind_text(kinds[i].first), format_bytes(kinds[i].second));
-  }
-  return out;
-}
-
 // What is live at the device's peak by kind, largest first: the peak's memory budget, whose rows
 // also give stack-less blocks a kind where their sizes tell it (parameters, gradients, optimizer
 // state allocated before the recording); the peak's sites by their stacks' kinds when there is
@@ -63,7 +54,7 @@ std::vector<std::string> phase_text_lines(const Analysis& a) {
       for (const auto& tl : a.timelines) {
         if (tl.device == d.device) t = &tl;
       }
-      const std::string kinds = kinds_text(peak_live_by_kind(a, d.device));
+      const std::string kinds = kinds_list(peak_live_by_kind(a, d.device), kind_text);
       out.push_back(fmt::format("The peak ({}) is in {}{}", t && t->peak_allocated ? format_bytes(*t->peak_allocated) : "?",
                                 peak_place_text(d), kinds.empty() ? "" : "; live then by kind: " + kinds));
     }
