@@ -74,10 +74,14 @@ class KindCache {
 
 bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
 
-// A block allocated in backward and freed in backward too (its free's stack is a backward one):
-// an intermediate of the backward pass, not a gradient that outlives it.
-bool backward_temporary(const Snapshot& s, const LiveItem& item, KindCache& kinds) {
-  return item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds.of(item.free_stack) == Category::Gradient;
+// The stack rule's kind of an item with a stack: its allocation stack's kind, except that a block
+// allocated in backward that a backward stack frees later in the trace is a temporary of the
+// backward pass, not a gradient that outlives it.
+Category stack_rule_kind(const Snapshot& s, const LiveItem& item, KindCache& kinds) {
+  const Category kind = kinds.of(item.stack);
+  const bool freed_in_backward =
+      item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds.of(item.free_stack) == Category::Gradient;
+  return kind == Category::Gradient && freed_in_backward ? Category::Temporary : kind;
 }
 
 // Takes up to `n` not yet decided stack-less items of `size` as `kind`, in their order or, given
@@ -232,7 +236,7 @@ void note_parameter_shaped(const Snapshot& s, const std::vector<LiveItem>& items
   }
 }
 
-// The blocks backward_temporary() took from the gradients, said with their bytes.
+// The blocks stack_rule_kind() took from the gradients as the backward's temporaries, said with their bytes.
 void note_backward_temporaries(const std::vector<LiveItem>& items, const std::vector<Decision>& decisions, MemoryBudget& budget) {
   std::uint64_t bytes = 0, blocks = 0;
   for (std::size_t k = 0; k < items.size(); ++k) {
@@ -256,8 +260,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
     if (const auto tagged = tag_kind(s, items[k].stack)) {
       decisions[k] = {tagged->kind, tagged->from_profiler ? KindSource::ProfilerCategory : KindSource::UserMetadata};
     } else if (has_stack(s, items[k])) {
-      decisions[k] = {kinds.of(items[k].stack), KindSource::StackRule};
-      if (decisions[k].kind == Category::Gradient && backward_temporary(s, items[k], kinds)) decisions[k].kind = Category::Temporary;
+      decisions[k] = {stack_rule_kind(s, items[k], kinds), KindSource::StackRule};
       if (decisions[k].kind == Category::Gradient) ++gradients_here[items[k].requested];
     } else {
       stackless.push_back(k);
@@ -315,16 +318,14 @@ struct Moment {
   std::vector<LiveItem> items;
 };
 
-// The sizes of the live blocks of `kind` with stacks at each moment (gradients without the
-// backward's temporaries).
+// The sizes of the live blocks of `kind` with stacks at each moment (stack_rule_kind: gradients
+// without the backward's temporaries).
 std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds, Category kind) {
   std::vector<SizeCounts> out;
   for (const Moment& m : moments) {
     SizeCounts& counts = out.emplace_back();
     for (const LiveItem& item : m.items) {
-      if (has_stack(s, item) && kinds.of(item.stack) == kind && !(kind == Category::Gradient && backward_temporary(s, item, kinds))) {
-        ++counts[item.requested];
-      }
+      if (has_stack(s, item) && stack_rule_kind(s, item, kinds) == kind) ++counts[item.requested];
     }
   }
   return out;
