@@ -130,6 +130,15 @@ std::string unknown_sites_clause(const Analysis& a, const MemoryBudget& b) {
   return fmt::format(" Most of the unknown kind is {}.", parts);
 }
 
+// When attention's score matrices (and their gradients in backward) are a third of the peak or
+// more, the budget's kinds (activations, temporaries, unknown) do not say so: the attention_scores
+// finding leads the headline, before the budget's sentence.
+std::string attention_scores_lead(const Analysis& a, const MemoryBudget& b) {
+  const Pattern* p = find_pattern(a.patterns, PatternId::AttentionScores);
+  if (!p || !p->saving_bytes || b.moment != BudgetMoment::Peak || *p->saving_bytes * 3 < b.live_bytes) return "";
+  return p->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. ";
+}
+
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
 std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
@@ -139,7 +148,7 @@ std::string budget_headline(const Analysis& a) {
     sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
   }
   const std::string tensors = dominant_tensors_clause(a, *b);
-  sentence += tensors.empty() ? unknown_sites_clause(a, *b) : tensors;
+  sentence = attention_scores_lead(a, *b) + sentence + (tensors.empty() ? unknown_sites_clause(a, *b) : tensors);
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "

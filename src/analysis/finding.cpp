@@ -118,7 +118,7 @@ constexpr std::array kFixes = {
             "p.addcdiv_) instead of out-of-place temporaries: {} of them are live at the peak"},
     FixText{FixId::FusedAttention, PatternId::AttentionScores,
             "use torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels) instead of "
-            "materializing the scores at {}: {} of scores and softmax outputs need not exist"},
+            "materializing the scores at {}: {} of {} need not exist"},
     FixText{FixId::FreeTrainingStateForEvaluation, PatternId::TrainingStateInEvaluation,
             "if this process only evaluates (a forward-only benchmark, inference after training), free the training state before "
             "the forward: optimizer.zero_grad(set_to_none=True) frees the {} of gradients and `del optimizer` (or no optimizer and no "

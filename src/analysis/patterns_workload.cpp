@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "analysis/patterns_internal.h"
+#include "analysis/site_what.h"
 #include "base/units.h"
 
 namespace memsnap::patterns_detail {
@@ -294,33 +295,117 @@ bool attention_name(std::string_view name) {
   return n.find("softmax") != std::string::npos || n.find("attention") != std::string::npos || n.find("attn") != std::string::npos;
 }
 
-// A frame of the stack computes attention scores: the user's frame is in a function named like
-// attention or softmax, or any frame is a softmax (torch.nn.functional.softmax, at::_softmax, the
-// SDPA math path's).
-bool attention_stack(const Snapshot& s, StackId stack) {
-  const SiteChoice choice = choose_site(s, stack);
-  if (choice.found && (choice.kind == FrameKind::User || choice.kind == FrameKind::ThirdParty) &&
-      attention_name(s.str(s.frames[choice.frame].name))) {
-    return true;
-  }
-  // A loss's log_softmax (cross_entropy over B*T*V logits) is no attention.
-  bool softmax = false;
+// A loss's log_softmax (cross_entropy over B*T*V logits, torch's or a hand-written one) is no
+// attention, whatever its function is called.
+bool loss_stack(const Snapshot& s, StackId stack) {
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
     const std::string_view name = s.str(s.frames[frames[i]].name);
     if (name.find("log_softmax") != std::string_view::npos || name.find("cross_entropy") != std::string_view::npos ||
         name.find("nll_loss") != std::string_view::npos) {
-      return false;
+      return true;
     }
-    softmax |= name.find("softmax") != std::string_view::npos || name.find("_scaled_dot_product_attention_math") != std::string_view::npos;
   }
-  return softmax;
+  return false;
+}
+
+// A frame of the stack computes attention scores: the user's frame is in a function named like
+// attention or softmax, or any frame is a softmax (torch.nn.functional.softmax, at::_softmax, the
+// SDPA math path's); a loss is not.
+bool attention_stack(const Snapshot& s, StackId stack) {
+  if (loss_stack(s, stack)) return false;
+  const SiteChoice choice = choose_site(s, stack);
+  if (choice.found && (choice.kind == FrameKind::User || choice.kind == FrameKind::ThirdParty) &&
+      attention_name(s.str(s.frames[choice.frame].name))) {
+    return true;
+  }
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    const std::string_view name = s.str(s.frames[frames[i]].name);
+    if (name.find("softmax") != std::string_view::npos || name.find("_scaled_dot_product_attention_math") != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The score matrices are the largest tensors attention makes (B*H*T^2 against B*H*T*d for
 // queries, keys and values): of the attention blocks live at the peak, those at least a quarter
 // of the largest (scores, softmax outputs, their bf16 copies and dropout masks).
 constexpr std::uint64_t kScoreShare = 4;
+
+// The autograd nodes a hand-written attention's backward runs (scores = q @ k^T or einsum, a scale,
+// a mask, softmax or exp / sum, dropout, out = p @ v): each allocates gradients of the score
+// matrices. A linear layer's (MmBackward0, AddmmBackward0) and an activation's nodes are not here.
+constexpr std::string_view kAttentionBackwardNodes[] = {
+    "SoftmaxBackward", "DivBackward",       "ExpBackward",   "SubBackward",          "MulBackward",
+    "BmmBackward",     "BaddbmmBackward",   "WhereBackward", "MaskedFillBackward",   "NativeDropoutBackward",
+};
+
+// The autograd node that allocated a block ("DivBackward0"), when it is one of the above: the
+// innermost node frame of its stack.
+std::optional<std::string> attention_backward_node(const Snapshot& s, StackId stack) {
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    if (!(s.frames[frames[i]].facts & kBackwardNode)) continue;
+    const std::string full = short_cxx_name(s.str(s.frames[frames[i]].name));  // "DivBackward0::apply"
+    std::string_view node = full;
+    for (std::string_view suffix : {"::apply", "_apply_functional"}) {
+      if (node.ends_with(suffix)) node.remove_suffix(suffix.size());
+    }
+    const bool known = std::ranges::any_of(kAttentionBackwardNodes, [&](std::string_view n) { return node.starts_with(n); });
+    return known ? std::optional<std::string>(node) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// "2 x 512.00 MiB, 1 x 128.00 MiB": the largest three sizes of a size -> blocks map.
+std::string size_counts_text(const std::map<std::uint64_t, std::uint64_t>& sizes) {
+  std::string text;
+  std::size_t listed = 0;
+  for (auto it = sizes.rbegin(); it != sizes.rend() && listed < 3; ++it, ++listed) {
+    text += fmt::format("{}{} x {}", text.empty() ? "" : ", ", it->second, Bytes(it->first).text());
+  }
+  return text;
+}
+
+// Blocks a backward node of attention allocated at the peak with exactly a score block's size:
+// the gradients of the score matrices, which a fused attention kernel never materializes either.
+struct ScoreGradients {
+  std::uint64_t bytes = 0, blocks = 0;
+  std::map<std::uint64_t, std::uint64_t> sizes;       // size -> blocks
+  std::map<std::string, std::uint64_t> bytes_by_node;  // "DivBackward0" -> bytes
+};
+
+ScoreGradients score_gradients(PeakContext& c, const std::map<std::uint64_t, std::uint64_t>& score_sizes,
+                               const std::unordered_map<StackId, bool>& attention_stacks) {
+  ScoreGradients g;
+  std::unordered_map<StackId, std::optional<std::string>> nodes;
+  for (const Lifetime& l : c.live_at_peak()) {
+    const StackId stack = allocating_stack(l);
+    if (stack == kNoStack || !score_sizes.contains(l.size) || attention_stacks.at(stack)) continue;
+    if (c.stack_phase(stack) != Phase::Backward) continue;
+    auto it = nodes.find(stack);
+    if (it == nodes.end()) it = nodes.emplace(stack, attention_backward_node(c.s, stack)).first;
+    if (!it->second) continue;
+    g.bytes += l.size;
+    ++g.blocks;
+    ++g.sizes[l.size];
+    g.bytes_by_node[*it->second] += l.size;
+  }
+  return g;
+}
+
+std::string node_bytes_text(const std::map<std::string, std::uint64_t>& by_node) {
+  std::vector<std::pair<std::string, std::uint64_t>> nodes(by_node.begin(), by_node.end());
+  std::ranges::stable_sort(nodes, [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (std::size_t i = 0; i < nodes.size() && i < 4; ++i) {
+    text += fmt::format("{}{} ({})", i == 0 ? "" : ", ", nodes[i].first, Bytes(nodes[i].second).text());
+  }
+  if (nodes.size() > 4) text += fmt::format(" and {} more", nodes.size() - 4);
+  return text;
+}
 
 std::optional<Pattern> attention_scores(PeakContext& c) {
   std::unordered_map<StackId, bool> memo;
@@ -342,21 +427,33 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
     scores.add(c.s, *l);
     ++score_sizes[l->size];
   }
-  if (!c.significant(scores.bytes, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
-  Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, scores.bytes);
-  p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
-                       "that materializes the B*H*T^2 score matrices",
-                       Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
-  std::string sizes;
-  std::size_t listed = 0;
-  for (auto it = score_sizes.rbegin(); it != score_sizes.rend() && listed < 3; ++it, ++listed) {
-    sizes += fmt::format("{}{} x {}", sizes.empty() ? "" : ", ", it->second, Bytes(it->first).text());
+  const ScoreGradients grads = score_gradients(c, score_sizes, memo);
+  const std::uint64_t total = scores.bytes + grads.bytes;
+  if (scores.blocks == 0 || !c.significant(total, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
+  Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, total);
+  if (grads.blocks == 0) {
+    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
+                         "that materializes the B*H*T^2 score matrices",
+                         Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
+  } else {
+    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is B*H*T^2 score matrices: {} allocated in "
+                         "attention / softmax code and {} of their gradients in the backward pass",
+                         Bytes(total), pct(double(total), double(c.peak)), Bytes(c.peak), Bytes(scores.bytes), Bytes(grads.bytes));
   }
-  p.evidence.push_back(sentence("at the peak ({}): {} score-sized blocks ({}: {}) allocated in attention or softmax code; its smaller "
+  p.evidence.push_back(sentence("at the peak ({}): {} score-sized block{} ({}: {}) allocated in attention or softmax code; its smaller "
                                 "blocks (queries, keys, values: B*H*T*d) are not counted",
-                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks, Bytes(scores.bytes), sizes));
+                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks,
+                                std::string(scores.blocks == 1 ? "" : "s"), Bytes(scores.bytes), size_counts_text(score_sizes)));
+  if (grads.blocks > 0) {
+    p.evidence.push_back(sentence("and {} block{} of exactly those sizes ({}: {}) allocated by the backward of attention's operations: "
+                                  "{}. These are the scores' gradients, told by their size and their autograd node (the snapshot "
+                                  "does not tie a backward node to the forward line it differentiates)",
+                                  grads.blocks, std::string(grads.blocks == 1 ? "" : "s"), Bytes(grads.bytes), size_counts_text(grads.sizes),
+                                  node_bytes_text(grads.bytes_by_node)));
+  }
   add_site_evidence(p, scores, "scores");
-  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(scores.bytes)));
+  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(total),
+                      std::string(grads.blocks == 0 ? "scores and softmax outputs" : "scores, softmax outputs and their gradients in backward")));
   return p;
 }
 

@@ -1,6 +1,7 @@
 // The memory budget's invariant on every real snapshot in ../shared/corpus/real: at the end, at
 // the peak and before each OOM its rows add up exactly to the live bytes, which at the end are the
-// device's allocated bytes. Skipped when the corpus is not there, as in a user's clone.
+// device's allocated bytes; and what the budget and the findings at the peak say of given real
+// files. Skipped when the corpus is not there, as in a user's clone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/memory_budget.h"
+#include "base/units.h"
 #include "model/load.h"
 #include "test_support.h"
 
@@ -90,6 +92,30 @@ TEST(CorpusBudget, BackwardTemporariesAtThePeakAreNotGradients) {
   const Analysis js = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / "JasperSolt_EoR_NN_snapshot.pickle").string()));
   const MemoryBudget& pj = *peak_budget(js.budgets, 0);
   EXPECT_EQ(2 * (kind_bytes(pj, Category::Gradient) - 4), kind_bytes(pj, Category::OptimizerState));
+}
+
+// silmont2000's hand-written attention peaks in its backward: the exp output it saved (512 MiB) and
+// five gradients of that size from DivBackward0 and BmmBackward0 are 3 GiB of the 3.03 GiB peak,
+// which F.scaled_dot_product_attention would not materialize; the headline says so first. A loss's
+// hand-written log_softmax is no attention: MAGMA27's nn_utils.py:13 (logits-sized) is not a score.
+TEST(CorpusBudget, AttentionScoresCountTheirGradientsInBackward) {
+  const auto dir = std::filesystem::path(corpus_dir());
+  if (!std::filesystem::exists(dir / "silmont2000_assignment2-systems_mem_snapshot.pickle")) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+  const Analysis s = analyze(load_snapshot((dir / "silmont2000_assignment2-systems_mem_snapshot.pickle").string()));
+  const auto scores = std::find_if(s.patterns.begin(), s.patterns.end(), [](const Pattern& p) { return p.id == PatternId::AttentionScores; });
+  ASSERT_NE(scores, s.patterns.end());
+  EXPECT_EQ(scores->saving_bytes, std::optional<std::uint64_t>(6 * 512 * kMiB));
+  EXPECT_EQ(s.headline.rfind("Attention scores dominate the peak: 3.00 GiB (99% of the 3.03 GiB peak) is B*H*T^2 score matrices: 512.00 MiB "
+                             "allocated in attention / softmax code and 2.50 GiB of their gradients in the backward pass; ",
+                             0),
+            0u)
+      << s.headline;
+  const Analysis m = analyze(load_snapshot((dir / "MAGMA27_assignment2-systems_memory_snapshot.pickle").string()));
+  const auto magma = std::find_if(m.patterns.begin(), m.patterns.end(), [](const Pattern& p) { return p.id == PatternId::AttentionScores; });
+  ASSERT_NE(magma, m.patterns.end());
+  for (const std::string& site : magma->sites) EXPECT_EQ(site.find("nn_utils.py:13"), std::string::npos) << site;
+  // 24 score-sized blocks, and 12 of a quarter of that size at model.py:434 (one byte an element: a mask's)
+  EXPECT_EQ(magma->saving_bytes, std::optional<std::uint64_t>(24 * 96 * kMiB + 12 * 24 * kMiB));
 }
 
 }  // namespace corpus_budget_tests

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "analysis/diff.h"
 #include "analysis/frame_filter.h"
 #include "analysis/site_what.h"
+#include "base/format_bytes.h"
 #include "model/load.h"
 #include "test_support.h"
 
@@ -99,6 +101,32 @@ TEST(AttentionScores, CountsTheScoreSizedBlocksOnly) {
   ASSERT_TRUE(p->saving_bytes.has_value());
   EXPECT_EQ(*p->saving_bytes, expect_of(name).at("score_bytes").get<std::uint64_t>());
   EXPECT_EQ(p->fix.front().id, FixId::FusedAttention);
+}
+
+// The peak in a hand-written attention's backward: the gradients of the scores that its
+// DivBackward0 and BmmBackward0 allocate count with the scores, by their exact size; a score-sized
+// GeluBackward0 temporary, a q-sized DivBackward0 one and the loss's log_softmax do not.
+TEST(AttentionScores, CountsTheScoresGradientsInBackward) {
+  const std::string name = "attention_backward_peak";
+  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
+  const Pattern* p = pattern(a, PatternId::AttentionScores);
+  ASSERT_NE(p, nullptr);
+  const auto& expect = expect_of(name);
+  const std::uint64_t scores = expect.at("score_bytes").get<std::uint64_t>();
+  const std::uint64_t gradients = expect.at("score_gradient_bytes").get<std::uint64_t>();
+  ASSERT_TRUE(p->saving_bytes.has_value());
+  EXPECT_EQ(*p->saving_bytes, scores + gradients);
+  EXPECT_EQ(p->summary.text(), fmt::format("Attention scores dominate the peak: {} (73% of the 2.06 GiB peak) is B*H*T^2 score matrices: "
+                                           "{} allocated in attention / softmax code and {} of their gradients in the backward pass",
+                                           format_bytes(scores + gradients), format_bytes(scores), format_bytes(gradients)));
+  const bool nodes = std::any_of(p->evidence.begin(), p->evidence.end(), [](const Sentence& s) {
+    return s.text().find("4 blocks of exactly those sizes (1.00 GiB: 4 x 256.00 MiB) allocated by the backward of attention's "
+                         "operations: DivBackward0 (768.00 MiB), BmmBackward0 (256.00 MiB).") != std::string::npos;
+  });
+  EXPECT_TRUE(nodes) << testing::PrintToString(p->evidence.size());
+  // A third of the peak or more: the finding leads the headline, before the budget's kinds.
+  EXPECT_EQ(a.headline.rfind(p->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. At the peak", 0), 0u)
+      << a.headline;
 }
 
 TEST(AttentionScores, ALossLogSoftmaxIsNoAttention) {
