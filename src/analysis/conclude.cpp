@@ -102,32 +102,38 @@ std::vector<const Site*> sites_of(const Analysis& a, const MemoryBudget& b) {
   return out;
 }
 
-// When the unknown kind leads the budget with a third of it or more, the user's lines that hold
-// most of it: one or two sites with a stack, each at least an eighth of the unknown bytes and
-// together at least half (" Most of the unknown kind is 477.75 MiB from adam_forward.py:168
-// (<listcomp>), one tensor per parameter, and 294.56 MiB from ...").
-constexpr std::uint64_t kUnknownLeadShare = 3;  // the unknown kind: at least 1/3 of the moment
-constexpr std::uint64_t kUnknownSiteShare = 8;  // each named site: at least 1/8 of the unknown bytes
-std::string unknown_sites_clause(const Analysis& a, const MemoryBudget& b) {
+// When the unknown kind or the activations lead the budget with a third of it or more, the user's
+// lines that hold most of that kind: one or two sites of that kind with a stack, each at least an
+// eighth of the kind's bytes and together at least half (" Most of the unknown kind comes from two
+// lines: 477.75 MiB live at adam_forward.py:168 (<listcomp>), one tensor per parameter, and 294.56
+// MiB live at ..."). A site's bytes are what lives at its line, whatever their kinds (a cuBLAS
+// workspace at an activation's line), so the clause says "live at", not "of that kind". The other
+// kinds say what they are by themselves (one tensor per parameter, a cache).
+constexpr std::uint64_t kKindLeadShare = 3;  // the kind: at least 1/3 of the moment
+constexpr std::uint64_t kKindSiteShare = 8;  // each named site: at least 1/8 of the kind's bytes
+std::string leading_kind_sites_clause(const Analysis& a, const MemoryBudget& b) {
   const auto kinds = kinds_largest_first(b);
-  if (kinds.empty() || kinds.front().first != Category::Unknown || kinds.front().second * kUnknownLeadShare < b.live_bytes) return "";
-  const std::uint64_t unknown = kinds.front().second;
+  if (kinds.empty() || kinds.front().second * kKindLeadShare < b.live_bytes) return "";
+  const Category kind = kinds.front().first;
+  if (kind != Category::Unknown && kind != Category::Activation) return "";
+  const std::uint64_t kind_bytes = kinds.front().second;
   std::string parts;
   std::uint64_t named = 0;
   int count = 0;
   for (const Site* site : sites_of(a, b)) {
-    if (count == 2 || site->bytes * kUnknownSiteShare < unknown) break;
-    if (site->category != Category::Unknown) continue;
+    if (count == 2 || site->bytes * kKindSiteShare < kind_bytes) break;
+    if (site->category != kind) continue;
     const auto where = user_place(*site);
     if (!where) continue;
-    parts += fmt::format("{}{} from {}{}", count == 0 ? "" : " and ", format_bytes(site->bytes), *where,
+    parts += fmt::format("{}{} live at {}{}", count == 0 ? "" : " and ", format_bytes(site->bytes), *where,
                          parameter_shaped(a, *site, b.moment) ? ", one tensor per parameter," : "");
     named += site->bytes;
     ++count;
   }
-  if (count == 0 || 2 * named < unknown) return "";
+  if (count == 0 || 2 * named < kind_bytes) return "";
   if (parts.back() == ',') parts.pop_back();
-  return fmt::format(" Most of the unknown kind is {}.", parts);
+  return fmt::format(" Most of {} from {}: {}.", kind == Category::Unknown ? "the unknown kind comes" : "the activations come",
+                     count == 1 ? "one line" : "two lines", parts);
 }
 
 // When attention's score matrices (and their gradients in backward) are a third of the peak or
@@ -148,7 +154,7 @@ std::string budget_headline(const Analysis& a) {
     sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
   }
   const std::string tensors = dominant_tensors_clause(a, *b);
-  sentence = attention_scores_lead(a, *b) + sentence + (tensors.empty() ? unknown_sites_clause(a, *b) : tensors);
+  sentence = attention_scores_lead(a, *b) + sentence + (tensors.empty() ? leading_kind_sites_clause(a, *b) : tensors);
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "

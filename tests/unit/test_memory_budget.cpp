@@ -159,14 +159,23 @@ TEST(MemoryBudget, UnknownKindLedByParameterShapedSitesIsNamedInTheHeadline) {
   EXPECT_EQ(row_of(peak, Category::Unknown, Provenance::InWindow, KindSource::StackRule).blocks, 32u);
   EXPECT_EQ(peak.parameter_shaped_sites,
             (std::vector<std::string>{"/home/user/project/zo_adam.py:31", "/home/user/project/zo_adam.py:32"}));
-  EXPECT_NE(a.headline.find(" Most of the unknown kind is 17.22 MiB from /home/user/project/zo_adam.py:31 (<listcomp>), one tensor "
-                            "per parameter, and 17.22 MiB from /home/user/project/zo_adam.py:32 (<listcomp>), one tensor per "
-                            "parameter."),
+  EXPECT_NE(a.headline.find(" Most of the unknown kind comes from two lines: 17.22 MiB live at /home/user/project/zo_adam.py:31 "
+                            "(<listcomp>), one tensor per parameter, and 17.22 MiB live at /home/user/project/zo_adam.py:32 "
+                            "(<listcomp>), one tensor per parameter."),
             std::string::npos)
       << a.headline;
   int per_parameter = 0;
   for (const NextStep& step : a.next_steps) per_parameter += step.text().find("(unknown; one tensor per parameter)") != std::string::npos;
   EXPECT_EQ(per_parameter, 2);
+}
+
+// Activations lead that peak (64.02 of 167.50 MiB) and one line holds nearly all of them: the
+// headline names it, with what lives there.
+TEST(MemoryBudget, LeadingActivationsAreNamedByTheirLine) {
+  const Analysis a = analyze_fixture("one_off_allocations");
+  EXPECT_NE(a.headline.find(" Most of the activations come from one line: 64.00 MiB live at /home/user/project/model.py:40 (workspace)."),
+            std::string::npos)
+      << a.headline;
 }
 
 // An EMA copy of the weights is parameter-shaped too, but at a tenth of the peak the unknown kind
