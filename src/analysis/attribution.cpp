@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analysis/allocation_tags.h"
+#include "analysis/known_allocators.h"
 #include "analysis/site_what.h"
 
 namespace memsnap {
@@ -169,6 +170,24 @@ std::vector<Site> attribute(const Snapshot& s, const std::vector<LiveItem>& item
   return attribute(items, cache);
 }
 
+bool SiteCache::workspace_by_size(StackId stack, std::uint64_t requested) const {
+  return cublas_workspace_by_size(snapshot_, stack, requested);
+}
+
+namespace {
+
+// A site whose largest block is cuBLAS's workspace told by its size: the known entry's name and
+// note, and how it was told.
+void say_workspace_by_size(Site& site) {
+  site.category = Category::Workspace;
+  site.known = find_known_allocator("cublas_workspace");
+  static_assert(kDefaultCublasWorkspaceBytes == 8'519'680);
+  constexpr std::string_view kSize = "8,519,680 bytes, its default size before Hopper";
+  site.what = site.what.empty() ? std::string(kSize) : fmt::format("{}, at {}", kSize, site.what);
+}
+
+}  // namespace
+
 std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache) {
   // Stacks repeat a lot: look each (device, stack)'s site up once. Items come device by device,
   // so the maps are per device and start again when the device changes.
@@ -182,6 +201,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   struct Kinds {
     std::array<std::uint64_t, kKinds> bytes{};
     std::array<std::pair<StackId, std::uint64_t>, kKinds> largest{};
+    std::array<bool, kKinds> largest_by_size{};  // that largest is a workspace told by its size
   };
   std::unordered_map<std::size_t, Kinds> kinds;
   std::vector<Site> sites;
@@ -212,10 +232,13 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     site.requested += item.requested;
     site.bytes_by_provenance[static_cast<std::size_t>(item.provenance)] += item.bytes;
     ++site.blocks;
-    const auto kind = static_cast<std::size_t>(item.stack == kNoStack ? Category::Unknown : cache.describe(item.stack).category);
+    const bool by_size = item.stack != kNoStack && cache.workspace_by_size(item.stack, item.requested);
+    const auto kind = static_cast<std::size_t>(item.stack == kNoStack ? Category::Unknown
+                                               : by_size             ? Category::Workspace
+                                                                     : cache.describe(item.stack).category);
     Kinds& k = kinds[idx];
     k.bytes[kind] += item.bytes;
-    if (item.bytes >= k.largest[kind].second) k.largest[kind] = {item.stack, item.bytes};
+    if (item.bytes >= k.largest[kind].second) k.largest[kind] = {item.stack, item.bytes}, k.largest_by_size[kind] = by_size;
   }
   // A site's category is the one holding most of its bytes (a backward node's 32 MiB cuBLAS
   // workspace does not make its gradients a workspace); its example, what and entry are the
@@ -230,6 +253,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     sites[idx].what_frame = largest_stack.what_frame;
     sites[idx].what_op = largest_stack.what_op;
     sites[idx].known = largest_stack.known;
+    if (k.largest_by_size[kind]) say_workspace_by_size(sites[idx]);
   }
   for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
   std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {

@@ -129,6 +129,8 @@ class SiteCache {
   // describe_site() of `stack`.
   const Site& describe(StackId stack);
   Category category(StackId stack) const { return categorize_stack(snapshot_, stack); }
+  // A Python-only stack's block of cuBLAS's default workspace size (cublas_workspace_by_size).
+  bool workspace_by_size(StackId stack, std::uint64_t requested) const;
 
  private:
   struct Entry {

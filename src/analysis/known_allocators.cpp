@@ -168,4 +168,13 @@ KnownMatch match_known_allocator(const Snapshot& s, StackId stack, FrameFacts st
   return {};
 }
 
+bool cublas_workspace_by_size(const Snapshot& snapshot, StackId stack, std::uint64_t requested) {
+  if (requested != kDefaultCublasWorkspaceBytes || stack == kNoStack || snapshot.stack_size(stack) == 0) return false;
+  const FrameId* frames = snapshot.stack_begin(stack);
+  for (std::size_t i = 0; i < snapshot.stack_size(stack); ++i) {
+    if (snapshot.frames[frames[i]].facts & kNativeFile) return false;
+  }
+  return true;
+}
+
 }  // namespace memsnap

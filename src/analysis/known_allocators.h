@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -43,6 +44,15 @@ struct KnownMatch {
   const KnownAllocator* entry = nullptr;
   std::size_t position = 0;  // the innermost matching frame (0 = innermost)
 };
+
+// cuBLAS's default workspace on GPUs before Hopper (CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8": two
+// 4 MiB chunks and eight 16 KiB ones). Hopper's default, 32 MiB, is too common a size to tell.
+inline constexpr std::uint64_t kDefaultCublasWorkspaceBytes = 2 * 4096 * 1024 + 8 * 16 * 1024;  // 8,519,680
+
+// A block of exactly that size whose stack has no C++ frame (recorded with stacks="python", or a
+// block of the final state without them): cuBLAS's workspace, which at::cuda::getNewWorkspace's
+// frame would name if the stack had C++ frames.
+bool cublas_workspace_by_size(const Snapshot& snapshot, StackId stack, std::uint64_t requested);
 
 // The entry of `stack`, given the OR of its frames' facts (the text is read only on frames with
 // an entry's fact).

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "analysis/known_allocators.h"
 #include "analysis/plausibility.h"
 #include "base/format_bytes.h"
 
@@ -76,8 +77,10 @@ bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != k
 
 // The stack rule's kind of an item with a stack: its allocation stack's kind, except that a block
 // allocated in backward that a backward stack frees later in the trace is a temporary of the
-// backward pass, not a gradient that outlives it.
+// backward pass, not a gradient that outlives it, and that a Python-only stack's block of cuBLAS's
+// default workspace size is that workspace (cublas_workspace_by_size).
 Category stack_rule_kind(const Snapshot& s, const LiveItem& item, KindCache& kinds) {
+  if (cublas_workspace_by_size(s, item.stack, item.requested)) return Category::Workspace;
   const Category kind = kinds.of(item.stack);
   const bool freed_in_backward =
       item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds.of(item.free_stack) == Category::Gradient;

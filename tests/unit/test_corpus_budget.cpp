@@ -108,6 +108,24 @@ TEST(CorpusBudget, LeadingActivationsAreNamedByTheirLines) {
       << a.headline;
 }
 
+// Six real files recorded without C++ frames keep cuBLAS's 8,519,680-byte default workspace from
+// their first linear layer (four of them here): a workspace, not an activation (jogregoire's 8.12 MiB is most of its
+// end state, and its headline named it as activations before).
+TEST(CorpusBudget, CublasWorkspaceWithoutItsFrameIsToldBySize) {
+  for (const char* name : {"jogregoire_How-Diffusion-Models-Work_my_snapshot.pickle", "Yiyi-philosophy_LLM-inference_1.3b_snapshot.pickle",
+                           "Yiyi-philosophy_LLM-inference_1.3b_snapshot_4bf3cd4.pickle", "LfieLike_SketchKV2_my_snapshot.pickle"}) {
+    const auto file = std::filesystem::path(corpus_dir()) / name;
+    if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+    SCOPED_TRACE(name);
+    const Analysis a = analyze(load_snapshot(file.string()));
+    const MemoryBudget* end = main_budget(a.budgets);
+    ASSERT_NE(end, nullptr);
+    EXPECT_EQ(kind_bytes(*end, Category::Workspace), 8519680u);
+  }
+  const Analysis j = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / "jogregoire_How-Diffusion-Models-Work_my_snapshot.pickle").string()));
+  EXPECT_EQ(j.headline.rfind("At the end 13.83 MiB is live on device 0: workspaces 8.12 MiB, parameters 5.69 MiB", 0), 0u) << j.headline;
+}
+
 // silmont2000's hand-written attention peaks in its backward: the exp output it saved (512 MiB) and
 // five gradients of that size from DivBackward0 and BmmBackward0 are 3 GiB of the 3.03 GiB peak,
 // which F.scaled_dot_product_attention would not materialize; the headline says so first. A loss's

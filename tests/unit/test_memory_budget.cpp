@@ -214,5 +214,29 @@ TEST(MemoryBudget, BlocksAllocatedAndFreedInBackwardAreTemporariesNotGradients) 
   EXPECT_EQ(row_of(end, Category::Gradient, Provenance::InWindow, KindSource::StackRule).blocks, 16u);
 }
 
+// With stacks="python" no frame names cuBLAS's workspace: a block of its default size (8,519,680
+// bytes) is that workspace, in the budget and as a site with the entry's note; one byte more, or
+// that size with C++ frames that name a linear kernel, stays an activation.
+TEST(MemoryBudget, CublasWorkspaceOfDefaultSizeIsToldWithoutItsFrame) {
+  const Analysis a = analyze_fixture("budget_cublas_workspace_by_size");
+  const MemoryBudget& peak = budget_at(a, BudgetMoment::Peak);
+  const BudgetRow workspace = row_of(peak, Category::Workspace, Provenance::InWindow, KindSource::StackRule);
+  EXPECT_EQ(workspace.bytes, 8519680u);  // the truth file's workspace_bytes
+  EXPECT_EQ(workspace.blocks, 1u);
+  EXPECT_EQ(row_of(peak, Category::Activation, Provenance::InWindow, KindSource::StackRule).bytes, 2 * 8519680u + 1);
+  const auto site = [&](std::string_view where) -> const Site& {
+    const auto it = std::find_if(a.sites.begin(), a.sites.end(), [&](const Site& s) { return s.site == where; });
+    EXPECT_NE(it, a.sites.end()) << where;
+    return *it;
+  };
+  const Site& told = site("/home/user/project/model.py:30");
+  EXPECT_EQ(told.category, Category::Workspace);
+  ASSERT_NE(told.known, nullptr);
+  EXPECT_EQ(told.known->id, "cublas_workspace");
+  EXPECT_EQ(told.what, "8,519,680 bytes, its default size before Hopper, at torch/nn/modules/linear.py:forward");
+  EXPECT_EQ(site("/home/user/project/model.py:31").category, Category::Activation);  // C++ frames, none of them the workspace's
+  EXPECT_EQ(site("/home/user/project/model.py:32").category, Category::Activation);  // one byte more
+}
+
 }  // namespace memory_budget_tests
 }  // namespace memsnap
