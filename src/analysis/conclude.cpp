@@ -181,6 +181,16 @@ const ActivationPressure* activations_held_at_oom(const Analysis& a) {
   return &*held;
 }
 
+// The attention_scores finding when the activations that dominate the peak are largely attention's
+// score matrices: its fix saves at least half of what checkpointing would, and unlike
+// checkpointing costs no recompute (fused attention is faster too), so it comes first.
+const Pattern* attention_before_checkpointing(const Analysis& a) {
+  const Pattern* pressure = find_pattern(a.patterns, PatternId::ActivationPressure);
+  const Pattern* attention = find_pattern(a.patterns, PatternId::AttentionScores);
+  if (!pressure || !attention || !pressure->saving_bytes || !attention->saving_bytes) return nullptr;
+  return 2 * *attention->saving_bytes >= *pressure->saving_bytes ? attention : nullptr;
+}
+
 std::string headline(const Analysis& a) {
   for (const auto& p : a.patterns) {
     if (p.id == PatternId::Fragmentation && p.verdict == Verdict::Problem) return "Out of memory from fragmentation: " + p.summary.text() + ".";
@@ -206,7 +216,14 @@ std::string headline(const Analysis& a) {
     if (const Pattern* p = find_pattern(a.patterns, id)) return "Leak: " + p->summary.text() + ".";
   }
   for (PatternId id : {PatternId::ReferenceCycles, PatternId::ActivationPressure, PatternId::ReplicatedGradients}) {
-    if (const Pattern* p = find_pattern(a.patterns, id)) return p->summary.text() + ".";
+    const Pattern* p = find_pattern(a.patterns, id);
+    if (!p) continue;
+    if (const Pattern* attention = id == PatternId::ActivationPressure ? attention_before_checkpointing(a) : nullptr) {
+      return fmt::format("{}. Try torch.nn.functional.scaled_dot_product_attention first: it removes {} of attention's score-sized "
+                         "tensors (scores, softmax outputs, their gradients) without recompute.",
+                         p->summary.text(), format_bytes(*attention->saving_bytes));
+    }
+    return p->summary.text() + ".";
   }
   return budget_headline(a);
 }
@@ -271,6 +288,11 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
   const bool imbalance = imbalance_behind_oom(a) != nullptr;
   std::stable_sort(order.begin(), order.end(),
                    [&](const Pattern* x, const Pattern* y) { return rank_key(*x, peak, imbalance) > rank_key(*y, peak, imbalance); });
+  if (const Pattern* attention = attention_before_checkpointing(a)) {  // fused attention before checkpointing
+    const auto pressure = std::find_if(order.begin(), order.end(), [](const Pattern* p) { return p->id == PatternId::ActivationPressure; });
+    const auto at = std::find(order.begin(), order.end(), attention);
+    if (pressure < at) std::rotate(pressure, at, at + 1);
+  }
   std::vector<NextStep> out;
   for (const Pattern* p : order) {
     bool first = true;

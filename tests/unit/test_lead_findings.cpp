@@ -15,6 +15,7 @@
 #include "analysis/frame_filter.h"
 #include "analysis/site_what.h"
 #include "base/format_bytes.h"
+#include "base/units.h"
 #include "model/load.h"
 #include "test_support.h"
 
@@ -127,6 +128,28 @@ TEST(AttentionScores, CountsTheScoresGradientsInBackward) {
   // A third of the peak or more: the finding leads the headline, before the budget's kinds.
   EXPECT_EQ(a.headline.rfind(p->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. At the peak", 0), 0u)
       << a.headline;
+}
+
+// Activations dominate the peak and most of what checkpointing would save is attention's scores:
+// fused attention, which costs no recompute, comes first in the headline and the next steps,
+// though checkpointing saves more bytes.
+TEST(AttentionScores, ComesBeforeCheckpointingWhenTheScoresAreMostOfTheActivations) {
+  const Analysis a = analyze(load_snapshot(fixture("attention_under_activation_pressure.pickle").string()));
+  const Pattern* scores = pattern(a, PatternId::AttentionScores);
+  const Pattern* pressure = pattern(a, PatternId::ActivationPressure);
+  ASSERT_NE(scores, nullptr);
+  ASSERT_NE(pressure, nullptr);
+  EXPECT_EQ(scores->saving_bytes, std::optional<std::uint64_t>(5 * 64 * kMiB));  // at the peak: 4 score blocks and one gradient
+  ASSERT_TRUE(pressure->saving_bytes.has_value());
+  EXPECT_GT(*pressure->saving_bytes, *scores->saving_bytes);
+  EXPECT_EQ(a.headline.rfind("Forward activations dominate the peak: ", 0), 0u) << a.headline;
+  EXPECT_NE(a.headline.find(". Try torch.nn.functional.scaled_dot_product_attention first: it removes 320.00 MiB of attention's "
+                            "score-sized tensors (scores, softmax outputs, their gradients) without recompute."),
+            std::string::npos)
+      << a.headline;
+  ASSERT_GE(a.next_steps.size(), 2u);
+  EXPECT_EQ(a.next_steps[0].pattern, PatternId::AttentionScores);
+  EXPECT_EQ(a.next_steps[1].pattern, PatternId::ActivationPressure);
 }
 
 TEST(AttentionScores, ALossLogSoftmaxIsNoAttention) {
