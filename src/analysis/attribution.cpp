@@ -238,7 +238,10 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
                                                                      : cache.describe(item.stack).category);
     Kinds& k = kinds[idx];
     k.bytes[kind] += item.bytes;
-    if (item.bytes >= k.largest[kind].second) k.largest[kind] = {item.stack, item.bytes}, k.largest_by_size[kind] = by_size;
+    if (item.bytes >= k.largest[kind].second) {
+      k.largest[kind] = {item.stack, item.bytes};
+      k.largest_by_size[kind] = by_size;
+    }
   }
   // A site's category is the one holding most of its bytes (a backward node's 32 MiB cuBLAS
   // workspace does not make its gradients a workspace); its example, what and entry are the

@@ -1,7 +1,8 @@
 // The workload-aware patterns, read from the phases (phases.h) at the peak: stale gradients kept
 // through the forward (zero_grad after it), saved activations with no backward, forward tensors
 // still live after their backward finished, out-of-place temporaries of the optimizer step at the
-// peak, and attention scores dominating the peak. Each estimates the peak bytes it would save.
+// peak, and attention scores (with their gradients in backward) dominating the peak. Each
+// estimates the peak bytes it would save.
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
@@ -407,6 +408,35 @@ std::string node_bytes_text(const std::map<std::string, std::uint64_t>& by_node)
   return text;
 }
 
+// The finding's words: what the score-sized blocks are, at which sizes, from which nodes.
+void say_attention_scores(Pattern& p, const PeakContext& c, const SiteBytes& scores, const std::map<std::uint64_t, std::uint64_t>& score_sizes,
+                          const ScoreGradients& grads) {
+  const std::uint64_t total = scores.bytes + grads.bytes;
+  if (grads.blocks == 0) {
+    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
+                         "that materializes the B*H*T^2 score matrices",
+                         Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
+  } else {
+    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is B*H*T^2 score matrices: {} allocated in "
+                         "attention / softmax code and {} of their gradients in the backward pass",
+                         Bytes(total), pct(double(total), double(c.peak)), Bytes(c.peak), Bytes(scores.bytes), Bytes(grads.bytes));
+  }
+  p.evidence.push_back(sentence("at the peak ({}): {} score-sized block{} ({}: {}) allocated in attention or softmax code; its smaller "
+                                "blocks (queries, keys, values: B*H*T*d) are not counted",
+                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks,
+                                std::string(scores.blocks == 1 ? "" : "s"), Bytes(scores.bytes), size_counts_text(score_sizes)));
+  if (grads.blocks > 0) {
+    p.evidence.push_back(sentence("and {} block{} of exactly those sizes ({}: {}) allocated by the backward of attention's operations: "
+                                  "{}. These are the scores' gradients, told by their size and their autograd node (the snapshot "
+                                  "does not tie a backward node to the forward line it differentiates)",
+                                  grads.blocks, std::string(grads.blocks == 1 ? "" : "s"), Bytes(grads.bytes), size_counts_text(grads.sizes),
+                                  node_bytes_text(grads.bytes_by_node)));
+  }
+  add_site_evidence(p, scores, "scores");
+  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(total),
+                      std::string(grads.blocks == 0 ? "scores and softmax outputs" : "scores, softmax outputs and their gradients in backward")));
+}
+
 std::optional<Pattern> attention_scores(PeakContext& c) {
   std::unordered_map<StackId, bool> memo;
   std::vector<const Lifetime*> attention;
@@ -431,29 +461,7 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   const std::uint64_t total = scores.bytes + grads.bytes;
   if (scores.blocks == 0 || !c.significant(total, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
   Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, total);
-  if (grads.blocks == 0) {
-    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
-                         "that materializes the B*H*T^2 score matrices",
-                         Bytes(scores.bytes), pct(double(scores.bytes), double(c.peak)), Bytes(c.peak));
-  } else {
-    p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is B*H*T^2 score matrices: {} allocated in "
-                         "attention / softmax code and {} of their gradients in the backward pass",
-                         Bytes(total), pct(double(total), double(c.peak)), Bytes(c.peak), Bytes(scores.bytes), Bytes(grads.bytes));
-  }
-  p.evidence.push_back(sentence("at the peak ({}): {} score-sized block{} ({}: {}) allocated in attention or softmax code; its smaller "
-                                "blocks (queries, keys, values: B*H*T*d) are not counted",
-                                c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks,
-                                std::string(scores.blocks == 1 ? "" : "s"), Bytes(scores.bytes), size_counts_text(score_sizes)));
-  if (grads.blocks > 0) {
-    p.evidence.push_back(sentence("and {} block{} of exactly those sizes ({}: {}) allocated by the backward of attention's operations: "
-                                  "{}. These are the scores' gradients, told by their size and their autograd node (the snapshot "
-                                  "does not tie a backward node to the forward line it differentiates)",
-                                  grads.blocks, std::string(grads.blocks == 1 ? "" : "s"), Bytes(grads.bytes), size_counts_text(grads.sizes),
-                                  node_bytes_text(grads.bytes_by_node)));
-  }
-  add_site_evidence(p, scores, "scores");
-  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(total),
-                      std::string(grads.blocks == 0 ? "scores and softmax outputs" : "scores, softmax outputs and their gradients in backward")));
+  say_attention_scores(p, c, scores, score_sizes, grads);
   return p;
 }
 
