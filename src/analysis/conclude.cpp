@@ -136,13 +136,27 @@ std::string leading_kind_sites_clause(const Analysis& a, const MemoryBudget& b) 
                      count == 1 ? "one line" : "two lines", parts);
 }
 
-// When attention's score matrices (and their gradients in backward) are a third of the peak or
-// more, the budget's kinds (activations, temporaries, unknown) do not say so: the attention_scores
-// finding leads the headline, before the budget's sentence.
-std::string attention_scores_lead(const Analysis& a, const MemoryBudget& b) {
-  const Pattern* p = find_pattern(a.patterns, PatternId::AttentionScores);
-  if (!p || !p->saving_bytes || b.moment != BudgetMoment::Peak || *p->saving_bytes * 3 < b.live_bytes) return "";
-  return p->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. ";
+// When a workload finding that says what the peak's memory is holds a third of the peak or more,
+// the budget's kinds (activations, temporaries, unknown) do not say it: that finding leads the
+// headline, before the budget's sentence. Attention's score matrices (and their gradients in
+// backward), and activations kept for a backward that never runs; the larger leads.
+std::string workload_lead(const Analysis& a, const MemoryBudget& b) {
+  if (b.moment != BudgetMoment::Peak) return "";
+  const Pattern* lead = nullptr;
+  for (PatternId id : {PatternId::AttentionScores, PatternId::ActivationsWithoutBackward}) {
+    const Pattern* p = find_pattern(a.patterns, id);
+    if (!p || !p->saving_bytes || *p->saving_bytes * 3 < b.live_bytes) continue;
+    if (!lead || *p->saving_bytes > *lead->saving_bytes) lead = p;
+  }
+  if (!lead) return "";
+  if (lead->id == PatternId::AttentionScores) {
+    return lead->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. ";
+  }
+  // Low confidence: gradients and optimizer state are live, so the run trained and a backward may
+  // follow the dump (activations_without_backward's evidence says so).
+  return lead->summary.text() + (lead->confidence == Confidence::Low ? "; if a backward follows after the dump (the run trained before the "
+                                                                       "recording), they are what it needs. "
+                                                                     : ". ");
 }
 
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
@@ -154,7 +168,7 @@ std::string budget_headline(const Analysis& a) {
     sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
   }
   const std::string tensors = dominant_tensors_clause(a, *b);
-  sentence = attention_scores_lead(a, *b) + sentence + (tensors.empty() ? leading_kind_sites_clause(a, *b) : tensors);
+  sentence = workload_lead(a, *b) + sentence + (tensors.empty() ? leading_kind_sites_clause(a, *b) : tensors);
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "

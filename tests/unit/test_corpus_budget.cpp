@@ -126,6 +126,20 @@ TEST(CorpusBudget, CublasWorkspaceWithoutItsFrameIsToldBySize) {
   EXPECT_EQ(j.headline.rfind("At the end 13.83 MiB is live on device 0: workspaces 8.12 MiB, parameters 5.69 MiB", 0), 0u) << j.headline;
 }
 
+// kkaitlyn111's forward benchmark with autograd on: 24.39 GiB (66% of the peak) of activations kept
+// for a backward the trace never runs leads the headline, hedged: the run trained before.
+TEST(CorpusBudget, ActivationsWithoutBackwardLeadTheHeadline) {
+  const auto file = std::filesystem::path(corpus_dir()) / "kkaitlyn111_cs336-a2-systems_memory_files_memory_ctx512_forward_mixed.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+  const Analysis a = analyze(load_snapshot(file.string()));
+  EXPECT_EQ(a.headline.rfind("Activations are kept for a backward pass that never runs: 24.39 GiB (66% of the 37.12 GiB peak) ", 0), 0u)
+      << a.headline;
+  EXPECT_NE(a.headline.find("; if a backward follows after the dump (the run trained before the recording), they are what it needs. "
+                            "At the peak 37.12 GiB is live on device 0: "),
+            std::string::npos)
+      << a.headline;
+}
+
 // silmont2000's hand-written attention peaks in its backward: the exp output it saved (512 MiB) and
 // five gradients of that size from DivBackward0 and BmmBackward0 are 3 GiB of the 3.03 GiB peak,
 // which F.scaled_dot_product_attention would not materialize; the headline says so first. A loss's

@@ -88,6 +88,12 @@ TEST(ActivationsWithoutBackward, CountsAnEarlierForwardAllocatedBeforeTheWindow)
   const bool hedged = std::any_of(p->evidence.begin(), p->evidence.end(),
                                   [](const Sentence& s) { return s.text().find("trained before the recording") != std::string::npos; });
   EXPECT_TRUE(hedged);
+  // At 36% of the peak the finding leads the headline, hedged as the finding is.
+  EXPECT_EQ(a.headline.rfind(p->summary.text() + "; if a backward follows after the dump (the run trained before the recording), they "
+                                                  "are what it needs. At the peak ",
+                             0),
+            0u)
+      << a.headline;
   const bool earlier = std::any_of(p->evidence.begin(), p->evidence.end(), [](const Sentence& s) {
     return s.text().find("allocated before the recording began, by the same forward code") != std::string::npos;
   });
