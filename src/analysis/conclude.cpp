@@ -154,8 +154,8 @@ std::string workload_lead(const Analysis& a, const MemoryBudget& b) {
   }
   // Low confidence: gradients and optimizer state are live, so the run trained and a backward may
   // follow the dump (activations_without_backward's evidence says so).
-  return lead->summary.text() + (lead->confidence == Confidence::Low ? "; if a backward follows after the dump (the run trained before the "
-                                                                       "recording), they are what it needs. "
+  return lead->summary.text() + (lead->confidence == Confidence::Low ? "; if a backward does follow after the dump (the run trained before "
+                                                                       "the recording), it needs these activations. "
                                                                      : ". ");
 }
 

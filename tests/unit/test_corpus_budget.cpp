@@ -134,7 +134,7 @@ TEST(CorpusBudget, ActivationsWithoutBackwardLeadTheHeadline) {
   const Analysis a = analyze(load_snapshot(file.string()));
   EXPECT_EQ(a.headline.rfind("Activations are kept for a backward pass that never runs: 24.39 GiB (66% of the 37.12 GiB peak) ", 0), 0u)
       << a.headline;
-  EXPECT_NE(a.headline.find("; if a backward follows after the dump (the run trained before the recording), they are what it needs. "
+  EXPECT_NE(a.headline.find("; if a backward does follow after the dump (the run trained before the recording), it needs these activations. "
                             "At the peak 37.12 GiB is live on device 0: "),
             std::string::npos)
       << a.headline;

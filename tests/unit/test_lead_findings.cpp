@@ -89,8 +89,8 @@ TEST(ActivationsWithoutBackward, CountsAnEarlierForwardAllocatedBeforeTheWindow)
                                   [](const Sentence& s) { return s.text().find("trained before the recording") != std::string::npos; });
   EXPECT_TRUE(hedged);
   // At 36% of the peak the finding leads the headline, hedged as the finding is.
-  EXPECT_EQ(a.headline.rfind(p->summary.text() + "; if a backward follows after the dump (the run trained before the recording), they "
-                                                  "are what it needs. At the peak ",
+  EXPECT_EQ(a.headline.rfind(p->summary.text() + "; if a backward does follow after the dump (the run trained before the recording), "
+                                                  "it needs these activations. At the peak ",
                              0),
             0u)
       << a.headline;
