@@ -253,6 +253,22 @@ void note_backward_temporaries(const std::vector<LiveItem>& items, const std::ve
                                         format_bytes(bytes), blocks, blocks == 1 ? "" : "s"));
 }
 
+// Stack-less blocks of cuBLAS's default workspace size (cublas_workspace_by_size's rule, without
+// even the Python frames): that workspace, unless the gradients have that size too (then they
+// may be parameters, and the gradients' matching decides). cuBLAS keeps one a handle and stream,
+// so a few of them at most. Takes them out of `unexplained`.
+constexpr std::uint64_t kMaxWorkspacesBySize = 4;
+void take_cublas_workspaces(const SizeCounts& gradients, SizeCounts& unexplained, std::vector<Decision>& decisions,
+                            const std::vector<std::size_t>& stackless, const std::vector<LiveItem>& items, MemoryBudget& budget) {
+  const auto it = unexplained.find(kDefaultCublasWorkspaceBytes);
+  if (it == unexplained.end() || it->second > kMaxWorkspacesBySize || gradients.contains(kDefaultCublasWorkspaceBytes)) return;
+  const std::uint64_t n = assign(decisions, stackless, items, kDefaultCublasWorkspaceBytes, it->second, Category::Workspace);
+  unexplained.erase(it);
+  budget.evidence.push_back(fmt::format("{} stack-less block{} of 8,519,680 bytes: cuBLAS's default workspace before Hopper "
+                                        "(CUBLAS_WORKSPACE_CONFIG :4096:2:16:8), allocated by the first GEMM and kept",
+                                        n, n == 1 ? "" : "s"));
+}
+
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
 std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients,
                              const SizeCounts& optimizer, KindCache& kinds, MemoryBudget& budget) {
@@ -287,6 +303,8 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
                                           format_bytes(before)));
   }
   if (no_trace > 0) budget.evidence.push_back(fmt::format("{} of it is on a device without a trace: when it was allocated is unknown", format_bytes(no_trace)));
+  take_cublas_workspaces(gradients, unexplained, decisions, stackless, items, budget);
+  if (unexplained.empty()) return decisions;
   std::vector<std::string> gradient_evidence;  // kept when no other match explains the blocks
   const bool by_gradients = match_gradients(unexplained, gradients, decisions, stackless, items, gradient_evidence);
   if (!by_gradients && match_optimizer_state(optimizer, gradients_here, decisions, stackless, items, budget.evidence)) return decisions;

@@ -122,6 +122,15 @@ TEST(CorpusBudget, CublasWorkspaceWithoutItsFrameIsToldBySize) {
     ASSERT_NE(end, nullptr);
     EXPECT_EQ(kind_bytes(*end, Category::Workspace), 8519680u);
   }
+  // Without any stack (allocated before the recording, or never recorded): by size alone.
+  for (const auto& [name, blocks] : {std::pair{"MercuryB1_SQAttn_cuda_memory_snapshot.pickle", 1u},
+                                     std::pair{"Muduard_LayoutEditing_dump_snapshot.pickle", 2u}}) {
+    SCOPED_TRACE(name);
+    const Analysis a = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / name).string()));
+    const MemoryBudget* main = main_budget(a.budgets);
+    ASSERT_NE(main, nullptr);
+    EXPECT_EQ(kind_bytes(*main, Category::Workspace), blocks * 8519680u);
+  }
   const Analysis j = analyze(load_snapshot((std::filesystem::path(corpus_dir()) / "jogregoire_How-Diffusion-Models-Work_my_snapshot.pickle").string()));
   EXPECT_EQ(j.headline.rfind("At the end 13.83 MiB is live on device 0: workspaces 8.12 MiB, parameters 5.69 MiB", 0), 0u) << j.headline;
 }

@@ -215,8 +215,9 @@ TEST(MemoryBudget, BlocksAllocatedAndFreedInBackwardAreTemporariesNotGradients) 
 }
 
 // With stacks="python" no frame names cuBLAS's workspace: a block of its default size (8,519,680
-// bytes) is that workspace, in the budget and as a site with the entry's note; one byte more, or
-// that size with C++ frames that name a linear kernel, stays an activation.
+// bytes) is that workspace, in the budget and as a site with the entry's note, and so is a
+// stack-less one; one byte more, or that size with C++ frames that name a linear kernel, stays an
+// activation.
 TEST(MemoryBudget, CublasWorkspaceOfDefaultSizeIsToldWithoutItsFrame) {
   const Analysis a = analyze_fixture("budget_cublas_workspace_by_size");
   const MemoryBudget& peak = budget_at(a, BudgetMoment::Peak);
@@ -224,6 +225,14 @@ TEST(MemoryBudget, CublasWorkspaceOfDefaultSizeIsToldWithoutItsFrame) {
   EXPECT_EQ(workspace.bytes, 8519680u);  // the truth file's workspace_bytes
   EXPECT_EQ(workspace.blocks, 1u);
   EXPECT_EQ(row_of(peak, Category::Activation, Provenance::InWindow, KindSource::StackRule).bytes, 2 * 8519680u + 1);
+  // The one allocated before the recording has no stack at all: its size alone says it.
+  const BudgetRow stackless = row_of(peak, Category::Workspace, Provenance::BeforeWindow, KindSource::SizeMatch);
+  EXPECT_EQ(stackless.bytes, 8519680u);  // the truth file's stackless_workspace_bytes
+  EXPECT_EQ(stackless.blocks, 1u);
+  EXPECT_NE(std::find(peak.evidence.begin(), peak.evidence.end(),
+                      "1 stack-less block of 8,519,680 bytes: cuBLAS's default workspace before Hopper (CUBLAS_WORKSPACE_CONFIG "
+                      ":4096:2:16:8), allocated by the first GEMM and kept"),
+            peak.evidence.end());
   const auto site = [&](std::string_view where) -> const Site& {
     const auto it = std::find_if(a.sites.begin(), a.sites.end(), [&](const Site& s) { return s.site == where; });
     EXPECT_NE(it, a.sites.end()) << where;
