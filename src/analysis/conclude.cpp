@@ -136,6 +136,14 @@ std::string leading_kind_sites_clause(const Analysis& a, const MemoryBudget& b) 
                      count == 1 ? "one line" : "two lines", parts);
 }
 
+// What removes attention's score matrices, for the headline: scaled_dot_product_attention, or, when
+// the scores already come from its math path (the finding's fix says so), one of its fused backends.
+std::string fused_attention_text(const Pattern& attention) {
+  const bool math_path = !attention.fix.empty() && attention.fix.front().id == FixId::FusedSdpaBackend;
+  return math_path ? "a fused scaled_dot_product_attention backend (its math path runs now)"
+                   : "torch.nn.functional.scaled_dot_product_attention";
+}
+
 // When a workload finding that says what the peak's memory is holds a third of the peak or more,
 // the budget's kinds (activations, temporaries, unknown) do not say it: that finding leads the
 // headline, before the budget's sentence. Attention's score matrices (and their gradients in
@@ -150,7 +158,7 @@ std::string workload_lead(const Analysis& a, const MemoryBudget& b) {
   }
   if (!lead) return "";
   if (lead->id == PatternId::AttentionScores) {
-    return lead->summary.text() + "; torch.nn.functional.scaled_dot_product_attention would not materialize them. ";
+    return lead->summary.text() + "; " + fused_attention_text(*lead) + " would not materialize them. ";
   }
   // Low confidence: gradients and optimizer state are live, so the run trained and a backward may
   // follow the dump (activations_without_backward's evidence says so).
@@ -233,9 +241,9 @@ std::string headline(const Analysis& a) {
     const Pattern* p = find_pattern(a.patterns, id);
     if (!p) continue;
     if (const Pattern* attention = id == PatternId::ActivationPressure ? attention_before_checkpointing(a) : nullptr) {
-      return fmt::format("{}. Try torch.nn.functional.scaled_dot_product_attention first: it removes {} of attention's score-sized "
-                         "tensors (scores, softmax outputs, their gradients) without recompute.",
-                         p->summary.text(), format_bytes(*attention->saving_bytes));
+      return fmt::format("{}. Try {} first: it removes {} of attention's score-sized tensors (scores, softmax outputs, their "
+                         "gradients) without recompute.",
+                         p->summary.text(), fused_attention_text(*attention), format_bytes(*attention->saving_bytes));
     }
     return p->summary.text() + ".";
   }

@@ -125,7 +125,7 @@ enum class FixId {
   WarnTensorCycles, BreakCycle, GcCollect,                                     // reference_cycles
   ShardReplicated, ZeroOneSaving,                                              // replicated_gradients
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
-  ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention,  // workload patterns
+  ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention, FusedSdpaBackend,  // workload patterns
   FreeTrainingStateForEvaluation, ZeroGradBeforeEvaluation,                   // training_state_in_evaluation
   Bf16WeightsForInference, AutocastNoCache, LowerGpuMemoryUtilization, BoundKvCache,  // the kind patterns
   PrivatePoolsCannotServe, SharePoolBetweenGraphs, CaptureFewerSizes, ReduceOverheadWhereNeeded,  // OOM next to private pools

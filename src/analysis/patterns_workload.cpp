@@ -330,6 +330,17 @@ bool attention_stack(const Snapshot& s, StackId stack) {
   return false;
 }
 
+// A frame of the stack is SDPA's math (unfused) path: scaled_dot_product_attention was called but
+// fell back to materializing the scores.
+bool sdpa_math_stack(const Snapshot& s, StackId stack) {
+  if (stack == kNoStack) return false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    if (s.str(s.frames[frames[i]].name).find("_scaled_dot_product_attention_math") != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 // The score matrices are the largest tensors attention makes (B*H*T^2 against B*H*T*d for
 // queries, keys and values): of the attention blocks live at the peak, those at least a quarter
 // of the largest (scores, softmax outputs, their bf16 copies and dropout masks).
@@ -410,7 +421,7 @@ std::string node_bytes_text(const std::map<std::string, std::uint64_t>& by_node)
 
 // The finding's words: what the score-sized blocks are, at which sizes, from which nodes.
 void say_attention_scores(Pattern& p, const PeakContext& c, const SiteBytes& scores, const std::map<std::uint64_t, std::uint64_t>& score_sizes,
-                          const ScoreGradients& grads) {
+                          const ScoreGradients& grads, bool sdpa_math_path) {
   const std::uint64_t total = scores.bytes + grads.bytes;
   if (grads.blocks == 0) {
     p.summary = sentence("Attention scores dominate the peak: {} ({:.0f}% of the {} peak) is allocated in attention / softmax code "
@@ -432,8 +443,13 @@ void say_attention_scores(Pattern& p, const PeakContext& c, const SiteBytes& sco
                                   grads.blocks, std::string(grads.blocks == 1 ? "" : "s"), Bytes(grads.bytes), size_counts_text(grads.sizes),
                                   node_bytes_text(grads.bytes_by_node)));
   }
+  if (sdpa_math_path) {
+    p.evidence.push_back(sentence("most of the scores are allocated in at::native::_scaled_dot_product_attention_math: "
+                                  "scaled_dot_product_attention is called, but none of its fused backends took these inputs"));
+  }
   add_site_evidence(p, scores, "scores");
-  p.fix.push_back(fix(FixId::FusedAttention, scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(total),
+  p.fix.push_back(fix(sdpa_math_path ? FixId::FusedSdpaBackend : FixId::FusedAttention,
+                      scores.top().empty() ? std::string("the sites above") : scores.top(), Bytes(total),
                       std::string(grads.blocks == 0 ? "scores and softmax outputs" : "scores, softmax outputs and their gradients in backward")));
 }
 
@@ -452,16 +468,18 @@ std::optional<Pattern> attention_scores(PeakContext& c) {
   }
   SiteBytes scores;
   std::map<std::uint64_t, std::uint64_t> score_sizes;  // size -> blocks
+  std::uint64_t math_path = 0;                          // of the scores' bytes, those of SDPA's math path
   for (const Lifetime* l : attention) {
     if (l->size * kScoreShare < largest) continue;
     scores.add(c.s, *l);
     ++score_sizes[l->size];
+    if (sdpa_math_stack(c.s, allocating_stack(*l))) math_path += l->size;
   }
   const ScoreGradients grads = score_gradients(c, score_sizes, memo);
   const std::uint64_t total = scores.bytes + grads.bytes;
   if (scores.blocks == 0 || !c.significant(total, kMinScoresBytes, kMinScoresPercent)) return std::nullopt;
   Pattern p = workload_pattern(PatternId::AttentionScores, Verdict::Problem, c, total);
-  say_attention_scores(p, c, scores, score_sizes, grads);
+  say_attention_scores(p, c, scores, score_sizes, grads, 2 * math_path >= scores.bytes);
   return p;
 }
 

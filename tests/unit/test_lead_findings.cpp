@@ -158,6 +158,28 @@ TEST(AttentionScores, ComesBeforeCheckpointingWhenTheScoresAreMostOfTheActivatio
   EXPECT_EQ(a.next_steps[1].pattern, PatternId::ActivationPressure);
 }
 
+// The scores come from scaled_dot_product_attention's math path: the fix is to make a fused
+// backend take the inputs, not to call the function already called.
+TEST(AttentionScores, FromSdpasMathPathAskForAFusedBackend) {
+  const std::string name = "attention_sdpa_math_path";
+  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
+  const Pattern* p = pattern(a, PatternId::AttentionScores);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->saving_bytes, std::optional<std::uint64_t>(expect_of(name).at("score_bytes").get<std::uint64_t>() +
+                                                          expect_of(name).at("score_gradient_bytes").get<std::uint64_t>()));
+  ASSERT_FALSE(p->fix.empty());
+  EXPECT_EQ(p->fix.front().id, FixId::FusedSdpaBackend);
+  const bool said = std::any_of(p->evidence.begin(), p->evidence.end(), [](const Sentence& s) {
+    return s.text().find("allocated in at::native::_scaled_dot_product_attention_math: scaled_dot_product_attention is called, but "
+                         "none of its fused backends took these inputs") != std::string::npos;
+  });
+  EXPECT_TRUE(said);
+  // The scores are most of the activations that lead the headline: it says to try the backend, not the call, first.
+  EXPECT_NE(a.headline.find(". Try a fused scaled_dot_product_attention backend (its math path runs now) first: it removes 2.25 GiB "),
+            std::string::npos)
+      << a.headline;
+}
+
 TEST(AttentionScores, ALossLogSoftmaxIsNoAttention) {
   // healthy_training computes cross_entropy (log_softmax over the logits): no attention finding.
   const Analysis a = analyze(load_snapshot(fixture("healthy_training.pickle").string()));
