@@ -123,7 +123,7 @@ constexpr std::array kFixes = {
             "the scores at {} come from torch.nn.functional.scaled_dot_product_attention's math path, which materializes them: make "
             "a fused backend eligible (fp16/bf16 inputs, a head_dim it supports, is_causal=True instead of an explicit attn_mask) "
             "and run under `with torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION):` (or EFFICIENT_ATTENTION), which "
-            "raises with the reason while one is not: {} of {} need not exist"},
+            "fails while that backend is not eligible and warns why: {} of {} need not exist"},
     FixText{FixId::FreeTrainingStateForEvaluation, PatternId::TrainingStateInEvaluation,
             "if this process only evaluates (a forward-only benchmark, inference after training), free the training state before "
             "the forward: optimizer.zero_grad(set_to_none=True) frees the {} of gradients and `del optimizer` (or no optimizer and no "
