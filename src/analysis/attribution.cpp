@@ -181,9 +181,8 @@ namespace {
 void say_workspace_by_size(Site& site) {
   site.category = Category::Workspace;
   site.known = find_known_allocator("cublas_workspace");
-  static_assert(kDefaultCublasWorkspaceBytes == 8'519'680);
-  constexpr std::string_view kSize = "8,519,680 bytes, its default size before Hopper";
-  site.what = site.what.empty() ? std::string(kSize) : fmt::format("{}, at {}", kSize, site.what);
+  const std::string size = fmt::format("{}, its default size before Hopper", kDefaultCublasWorkspaceText);
+  site.what = site.what.empty() ? size : fmt::format("{}, at {}", size, site.what);
 }
 
 }  // namespace

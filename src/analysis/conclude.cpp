@@ -109,11 +109,11 @@ std::vector<const Site*> sites_of(const Analysis& a, const MemoryBudget& b) {
 // MiB live at ..."). A site's bytes are what lives at its line, whatever their kinds (a cuBLAS
 // workspace at an activation's line), so the clause says "live at", not "of that kind". The other
 // kinds say what they are by themselves (one tensor per parameter, a cache).
-constexpr std::uint64_t kKindLeadShare = 3;  // the kind: at least 1/3 of the moment
+constexpr std::uint64_t kLeadShare = 3;      // a kind (or a finding, workload_lead) leads: at least 1/3 of the moment
 constexpr std::uint64_t kKindSiteShare = 8;  // each named site: at least 1/8 of the kind's bytes
 std::string leading_kind_sites_clause(const Analysis& a, const MemoryBudget& b) {
   const auto kinds = kinds_largest_first(b);
-  if (kinds.empty() || kinds.front().second * kKindLeadShare < b.live_bytes) return "";
+  if (kinds.empty() || kinds.front().second * kLeadShare < b.live_bytes) return "";
   const Category kind = kinds.front().first;
   if (kind != Category::Unknown && kind != Category::Activation) return "";
   const std::uint64_t kind_bytes = kinds.front().second;
@@ -153,7 +153,7 @@ std::string workload_lead(const Analysis& a, const MemoryBudget& b) {
   const Pattern* lead = nullptr;
   for (PatternId id : {PatternId::AttentionScores, PatternId::ActivationsWithoutBackward}) {
     const Pattern* p = find_pattern(a.patterns, id);
-    if (!p || !p->saving_bytes || *p->saving_bytes * 3 < b.live_bytes) continue;
+    if (!p || !p->saving_bytes || *p->saving_bytes * kLeadShare < b.live_bytes) continue;
     if (!lead || *p->saving_bytes > *lead->saving_bytes) lead = p;
   }
   if (!lead) return "";

@@ -47,7 +47,10 @@ struct KnownMatch {
 
 // cuBLAS's default workspace on GPUs before Hopper (CUBLAS_WORKSPACE_CONFIG ":4096:2:16:8": two
 // 4 MiB chunks and eight 16 KiB ones). Hopper's default, 32 MiB, is too common a size to tell.
-inline constexpr std::uint64_t kDefaultCublasWorkspaceBytes = 2 * 4096 * 1024 + 8 * 16 * 1024;  // 8,519,680
+inline constexpr std::uint64_t kDefaultCublasWorkspaceBytes = 2 * 4096 * 1024 + 8 * 16 * 1024;
+// The size as the reports write it.
+inline constexpr std::string_view kDefaultCublasWorkspaceText = "8,519,680 bytes";
+static_assert(kDefaultCublasWorkspaceBytes == 8'519'680, "kDefaultCublasWorkspaceText says 8,519,680");
 
 // A block of exactly that size whose stack has no C++ frame (recorded with stacks="python", or a
 // block of the final state without them): cuBLAS's workspace, which at::cuda::getNewWorkspace's

@@ -264,9 +264,9 @@ void take_cublas_workspaces(const SizeCounts& gradients, SizeCounts& unexplained
   if (it == unexplained.end() || it->second > kMaxWorkspacesBySize || gradients.contains(kDefaultCublasWorkspaceBytes)) return;
   const std::uint64_t n = assign(decisions, stackless, items, kDefaultCublasWorkspaceBytes, it->second, Category::Workspace);
   unexplained.erase(it);
-  budget.evidence.push_back(fmt::format("{} stack-less block{} of 8,519,680 bytes: cuBLAS's default workspace before Hopper "
+  budget.evidence.push_back(fmt::format("{} stack-less block{} of {}: cuBLAS's default workspace before Hopper "
                                         "(CUBLAS_WORKSPACE_CONFIG :4096:2:16:8), allocated by the first GEMM and kept",
-                                        n, n == 1 ? "" : "s"));
+                                        n, n == 1 ? "" : "s", kDefaultCublasWorkspaceText));
 }
 
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
