@@ -108,7 +108,7 @@ TEST(CorpusBudget, LeadingActivationsAreNamedByTheirLines) {
       << a.headline;
 }
 
-// Six real files recorded without C++ frames keep cuBLAS's 8,519,680-byte default workspace from
+// Eight real files recorded without C++ frames keep cuBLAS's 8,519,680-byte default workspace from
 // their first linear layer (four of them here): a workspace, not an activation (jogregoire's 8.12 MiB is most of its
 // end state, and its headline named it as activations before).
 TEST(CorpusBudget, CublasWorkspaceWithoutItsFrameIsToldBySize) {
