@@ -167,6 +167,15 @@ std::string workload_lead(const Analysis& a, const MemoryBudget& b) {
                                                                      : ". ");
 }
 
+// The peak's own allocation is an activation run out of place beside its input
+// (out_of_place_activation): what in place would take off the peak, after the budget's sentence.
+std::string out_of_place_clause(const Analysis& a, const MemoryBudget& b) {
+  const Pattern* p = find_pattern(a.patterns, PatternId::OutOfPlaceActivation);
+  if (b.moment != BudgetMoment::Peak || b.device != a.peak_device || b.live_bytes == 0 || !p || !p->saving_bytes) return "";
+  return fmt::format(" {}; in place, the peak is {} ({:.0f}%) lower.", p->summary.text(), format_bytes(*p->saving_bytes),
+                     100.0 * double(*p->saving_bytes) / double(b.live_bytes));
+}
+
 // With no problem pattern, the headline says what the memory is: the main budget in one sentence.
 std::string budget_headline(const Analysis& a) {
   const MemoryBudget* b = main_budget(a.budgets);
@@ -176,7 +185,7 @@ std::string budget_headline(const Analysis& a) {
     sentence = sentence.substr(0, sentence.size() - 1) + "; the optimizer state is from the first optimizer.step(): expected retention, not a leak.";
   }
   const std::string tensors = dominant_tensors_clause(a, *b);
-  sentence = workload_lead(a, *b) + sentence + (tensors.empty() ? leading_kind_sites_clause(a, *b) : tensors);
+  sentence = workload_lead(a, *b) + sentence + (tensors.empty() ? leading_kind_sites_clause(a, *b) : tensors) + out_of_place_clause(a, *b);
   if (const Pattern* p = find_pattern(a.patterns, PatternId::TrainingStateInEvaluation); p && p->saving_bytes) {
     const std::uint64_t peak = b->moment == BudgetMoment::Peak ? b->live_bytes : 0;
     return fmt::format("{} The peak is in an evaluation with the training state still resident: {} of gradients and optimizer "

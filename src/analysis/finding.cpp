@@ -131,6 +131,8 @@ constexpr std::array kFixes = {
     FixText{FixId::ZeroGradBeforeEvaluation, PatternId::TrainingStateInEvaluation,
             "if training resumes after this evaluation, its optimizer state is needed (expected), but call "
             "optimizer.zero_grad(set_to_none=True) before evaluating all the same: the next backward writes the {} of gradients anew"},
+    FixText{FixId::InplaceActivation, PatternId::OutOfPlaceActivation,
+            "run {} in place at {}: {}; its input is freed right after it, so the output can take its memory"},
     FixText{FixId::Bf16WeightsForInference, PatternId::AutocastWeightCopies,
             "for inference, cast the model itself (model.to(torch.bfloat16)) and drop autocast: one bf16 set of weights replaces the fp32 "
             "weights and their copies"},

@@ -40,15 +40,16 @@ enum class PatternId {
   AutocastWeightCopies,        // the kind patterns (patterns_kinds.cpp)
   KvCache,
   TrainingStateInEvaluation,  // a workload pattern, added after the kind patterns
+  OutOfPlaceActivation,       // the peak's allocation (patterns_inplace.cpp)
 };
 template <>
 struct EnumNames<PatternId> {
-  static constexpr std::array<std::string_view, 20> names = {
+  static constexpr std::array<std::string_view, 21> names = {
       "fragmentation",           "capacity",          "cached_memory",         "pending_frees",
       "non_pytorch_memory",      "retained_autograd_graph", "growing_container", "optimizer_state_spike",
       "activation_pressure",     "reference_cycles",  "replicated_gradients",  "device_imbalance", "stale_gradients",
       "activations_without_backward", "forward_tensors_after_backward", "optimizer_step_temporaries", "attention_scores",
-      "autocast_weight_copies", "kv_cache", "training_state_in_evaluation"};
+      "autocast_weight_copies", "kv_cache", "training_state_in_evaluation", "out_of_place_activation"};
 };
 inline bool is_leak_pattern(PatternId id) { return id == PatternId::RetainedAutogradGraph || id == PatternId::GrowingContainer; }
 
@@ -127,6 +128,7 @@ enum class FixId {
   UseDdpNotDataParallel, BalanceStages, MoveWorkOffDevice,                     // device_imbalance
   ZeroGradBeforeForward, InferenceMode, DropForwardRefs, ForeachOrFused, FusedAttention, FusedSdpaBackend,  // workload patterns
   FreeTrainingStateForEvaluation, ZeroGradBeforeEvaluation,                   // training_state_in_evaluation
+  InplaceActivation,                                                           // out_of_place_activation
   Bf16WeightsForInference, AutocastNoCache, LowerGpuMemoryUtilization, BoundKvCache,  // the kind patterns
   PrivatePoolsCannotServe, SharePoolBetweenGraphs, CaptureFewerSizes, ReduceOverheadWhereNeeded,  // OOM next to private pools
   GraphPoolOom,                                                                // OOM inside a private pool

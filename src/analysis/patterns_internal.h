@@ -87,5 +87,7 @@ Pattern cycles_pattern(const ReferenceCycles& r, const Steps& st, std::size_t de
 // Workload: stale_gradients, activations_without_backward, forward_tensors_after_backward,
 // optimizer_step_temporaries, attention_scores, from the phases at the peak (patterns_workload.cpp).
 std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a);
+// out_of_place_activation at a device's peak (patterns_inplace.cpp).
+std::optional<Pattern> out_of_place_activation(const Snapshot& s, const DeviceTimeline& t, const DevicePhases& d);
 
 }  // namespace memsnap::patterns_detail

@@ -547,6 +547,7 @@ std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
                         attention_scores, training_state_in_evaluation}) {
       if (auto p = detect(c)) out.push_back(std::move(*p));
     }
+    if (auto p = out_of_place_activation(s, t, d)) out.push_back(std::move(*p));
   }
   return out;
 }
