@@ -143,7 +143,7 @@ std::int64_t peak_in_place(const LiveCurve& curve, const std::vector<Overlap>& r
   for (const Overlap& r : runs) {
     if (r.first > from) peak = std::max(peak, curve.max_between(from, r.first - 1));
     const std::size_t first = std::max(from, r.first);
-    if (r.last >= first) peak = std::max(peak, curve.max_between(first, r.last) - static_cast<std::int64_t>(size));
+    if (r.last >= first) peak = std::max(peak, subtract_live_delta(curve.max_between(first, r.last), size));
     from = std::max(from, r.last + 1);
   }
   if (from < curve.size()) peak = std::max(peak, curve.max_between(from, curve.size() - 1));
@@ -172,7 +172,8 @@ std::optional<Pattern> out_of_place_activation(const Snapshot& s, const DeviceTi
   const auto peak = static_cast<std::uint64_t>(*t.peak_allocated);
   const std::vector<Overlap> runs = out_of_place_runs(lines, t, events, *out);
   const std::int64_t lower = peak_in_place(t.curve, runs, out->size);
-  const std::uint64_t saving = lower < *t.peak_allocated ? static_cast<std::uint64_t>(*t.peak_allocated - lower) : 0;
+  if (lower < 0 || lower >= *t.peak_allocated) return std::nullopt;  // a curve below zero is a hostile file's
+  const std::uint64_t saving = peak - static_cast<std::uint64_t>(lower);
   if (saving < kMinInplaceBytes || saving * 100 < peak * kMinInplacePercent) return std::nullopt;
 
   const bool same_line = lines(out->stack) && lines(in->free_stack);
