@@ -28,6 +28,10 @@ std::vector<DeviceLoad> device_loads(const Measured& m) {
         load.timeline = &t;
       }
     }
+    // A device that holds nothing now and held nothing in the trace is not one this process
+    // spreads work over: PyTorch lists every visible device, and marks the dump on each with a
+    // `snapshot` event (Muduard's diffusion step runs on device 1 alone).
+    if (load.bytes == 0 && d.totals.reserved == 0) continue;
     out.push_back(load);
   }
   return out;
@@ -83,9 +87,10 @@ std::optional<Pattern> device_imbalance(const Snapshot& s, const Measured& m) {
   std::string levels;
   for (const DeviceLoad& d : loads) levels += fmt::format("{}device {}: {}", levels.empty() ? "" : ", ", d.device, Bytes(d.bytes).text());
   const char* what = at_peak ? "peak" : "live memory";
-  p.summary = sentence("the devices of this process are unbalanced: device {} {} {} against {} on device {} ({:.1f}x); the heaviest device "
+  const std::string ratio = lo->bytes > 0 ? fmt::format(" ({:.1f}x)", double(hi->bytes) / double(lo->bytes)) : std::string();
+  p.summary = sentence("the devices of this process are unbalanced: device {} {} {} against {} on device {}{}; the heaviest device "
                        "limits the batch for all of them",
-                       hi->device, what, Bytes(hi->bytes), Bytes(lo->bytes), lo->device, double(hi->bytes) / double(std::max<std::int64_t>(lo->bytes, 1)));
+                       hi->device, what, Bytes(hi->bytes), Bytes(lo->bytes), lo->device, ratio);
   p.evidence.push_back(sentence("{} per device: {}", what, levels));
   const DevicePath path = device_path(live_facts(s, *hi), hi->device);
   p.evidence.push_back(path.evidence);

@@ -186,6 +186,24 @@ TEST(AttentionScores, ALossLogSoftmaxIsNoAttention) {
   EXPECT_EQ(pattern(a, PatternId::AttentionScores), nullptr);
 }
 
+// A device the process never used (no segments, only the dump's 'snapshot' entry in its trace)
+// is not a light device to move work to.
+TEST(DeviceImbalance, NotWithADeviceTheProcessNeverUsed) {
+  const Analysis a = analyze(load_snapshot(fixture("one_device_of_two.pickle").string()));
+  EXPECT_EQ(pattern(a, PatternId::DeviceImbalance), nullptr) << a.headline;
+  EXPECT_EQ(a.headline.rfind("At the peak 8.00 GiB is live on device 1", 0), 0u) << a.headline;
+}
+
+// Muduard's LCM diffusion step runs on device 1; device 0 shows only the dump's 'snapshot' entry.
+TEST(DeviceImbalance, RealDiffusionStepOnOneOfTwoDevicesIsNone) {
+  const auto file = fs::path(test::corpus_dir()) / "Muduard_LayoutEditing_dump_snapshot_7bced59.pickle";
+  if (!fs::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
+  const Analysis a = analyze(load_snapshot(file.string()));
+  EXPECT_EQ(pattern(a, PatternId::DeviceImbalance), nullptr);
+  ASSERT_FALSE(a.next_steps.empty());
+  EXPECT_EQ(a.next_steps.front().kind, NextStepKind::LookAtSite) << a.next_steps.front().text();
+}
+
 TEST(DeviceImbalance, LeadsACapacityOomOnTheHeaviestDevice) {
   const Analysis a = analyze(load_snapshot(fixture("data_parallel_oom.pickle").string()));
   ASSERT_NE(pattern(a, PatternId::Capacity), nullptr);
