@@ -1,8 +1,9 @@
 // The workload-aware patterns, read from the phases (phases.h) at the peak: stale gradients kept
 // through the forward (zero_grad after it), saved activations with no backward, forward tensors
 // still live after their backward finished, out-of-place temporaries of the optimizer step at the
-// peak, and attention scores (with their gradients in backward) dominating the peak. Each
-// estimates the peak bytes it would save.
+// peak, and attention scores (with their gradients in backward) dominating the peak; for the peak's
+// device they also run out_of_place_activation (patterns_inplace.cpp). Each estimates the peak
+// bytes it would save.
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
