@@ -30,11 +30,18 @@ void qualify_inferred_steps(const Steps& st, Pattern& p) {
                        "optimizer.step() runs mark them); if they are the layers of one pass, this is not a leak"));
 }
 
-std::optional<Sentence> too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices) {
+std::optional<Sentence> too_few_steps_line(const Steps& st, WindowCut cut, std::size_t devices) {
   const std::string where = devices > 1 ? fmt::format(" on device {}", st.device) : "";
-  const std::string more = partial_window ? "; keep more trace events (a larger --max-trace-events, or a larger "
-                                            "_record_memory_history(max_entries=...)) to see more steps"
-                                          : "";
+  const bool partial_window = cut != WindowCut::Whole;
+  // --max-trace-events helps only where it dropped events; otherwise the recording began mid-run
+  // or its own ring (max_entries) dropped the older entries.
+  const std::string more = cut == WindowCut::DroppedByCap
+                               ? "; keep more trace events (a larger --max-trace-events, or a larger "
+                                 "_record_memory_history(max_entries=...)) to see more steps"
+                           : cut == WindowCut::RecordedMidRun
+                               ? "; record more history (torch.cuda.memory._record_memory_history(max_entries=...) with a larger "
+                                 "ring, enabled before the steps to compare) to see more steps: memsnap dropped no event"
+                               : "";
   if (st.found() && st.boundaries.size() > kMinIntervals) return std::nullopt;
   if (st.found() || st.too_few_marks > 0) {
     const std::size_t complete = st.found() ? st.boundaries.size() - 1 : st.too_few_marks - 1;
@@ -117,8 +124,10 @@ Diagnosis diagnose(const Snapshot& s, const Measured& a) {
     DeviceResult& r = results[i];
     r.steps = i < a.steps.size() ? a.steps[i] : find_steps(s, t);  // measure() found them
     r.summary = {t.device, r.steps.source, r.steps.marker, r.steps.boundaries.size(), {}, {}, {}};
-    const bool partial = a.trace.dropped > 0 || t.frees_before_window > 0 || t.live_from_before_window > 0;
-    if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, partial, devices);
+    const WindowCut cut = a.trace.dropped > 0                                              ? WindowCut::DroppedByCap
+                          : t.frees_before_window > 0 || t.live_from_before_window > 0 ? WindowCut::RecordedMidRun
+                                                                                       : WindowCut::Whole;
+    if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, cut, devices);
   }
   // Two independent halves per device, so even one device keeps two cores busy.
   parallel_for(devices * 2, [&](std::size_t i) {

@@ -60,9 +60,13 @@ Sentence steps_evidence(const Steps& st, std::size_t devices);
 // A leak-type pattern over steps only inferred from a period: at most medium confidence, and the
 // evidence names the doubt. Nothing changes for steps the trace marks.
 void qualify_inferred_steps(const Steps& st, Pattern& p);
+// What cut the trace window short: memsnap's --max-trace-events, or the recording itself (history
+// enabled mid-run, or its ring of max_entries full), or nothing.
+enum class WindowCut { Whole, DroppedByCap, RecordedMidRun };
 // The uncertainty line for a device whose window holds fewer than kMinIntervals complete steps
-// (none when it holds enough, or when nothing in a whole trace marks steps).
-std::optional<Sentence> too_few_steps_line(const Steps& st, bool partial_window, std::size_t devices);
+// (none when it holds enough, or when nothing in a whole trace marks steps); its advice follows
+// what cut the window.
+std::optional<Sentence> too_few_steps_line(const Steps& st, WindowCut cut, std::size_t devices);
 
 // Growth: retained_autograd_graph and growing_container (patterns_growth.cpp).
 std::vector<SiteGrowth> growing_sites(const StepTable& table, const SiteIndex& sites, std::int64_t device);

@@ -180,5 +180,28 @@ TEST(LeakWindows, RetainedGraphNeedsThreeCompleteSteps) {
   EXPECT_GE(too_few, 2u);
 }
 
+std::string not_enough_steps_line(const Analysis& a) {
+  for (const Sentence& u : a.uncertainties) {
+    if (u.text().rfind("not enough steps to tell", 0) == 0) return u.text();
+  }
+  return "";
+}
+
+// The advice follows what cut the window: HugePandaCoder's inference trace starts mid-run with no
+// event dropped by memsnap, so only a longer recording shows more; cut by --max-trace-events, a
+// larger cap comes first.
+TEST(LeakWindows, MoreStepsAdviceNamesWhatCutTheWindow) {
+  const auto file = test::corpus_dir() / "HugePandaCoder_octree-nca-groupeq_mem_snapshots_inference2_peso_oct.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
+  const std::string whole = not_enough_steps_line(window(file, 1'000'000).analysis);
+  EXPECT_NE(whole.find("; record more history (torch.cuda.memory._record_memory_history(max_entries=...) with a larger ring, enabled "
+                       "before the steps to compare) to see more steps: memsnap dropped no event"),
+            std::string::npos)
+      << whole;
+  EXPECT_EQ(whole.find("--max-trace-events"), std::string::npos) << whole;
+  const std::string capped = not_enough_steps_line(window(file, 1000).analysis);
+  EXPECT_NE(capped.find("; keep more trace events (a larger --max-trace-events, "), std::string::npos) << capped;
+}
+
 }  // namespace leak_windows_tests
 }  // namespace memsnap
