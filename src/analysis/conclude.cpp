@@ -463,7 +463,7 @@ std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
                            "one) would look like this: record again with max_entries=100000",
                            tl.device, tl.events, tl.events == 1 ? "" : "s", tl.events, tl.events == 1 ? "y" : "ies"));
   }
-  if (!a.timelines.empty()) {
+  if (std::any_of(a.timelines.begin(), a.timelines.end(), [](const DeviceTimeline& t) { return peak_certainty(t) != PeakCertainty::TooShort; })) {
     out.push_back(sentence("the peak is in requested bytes (what the trace records), reconstructed backwards from the final state as "
                            "memory_viz does; rounded block sizes can be larger"));
   }

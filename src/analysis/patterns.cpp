@@ -127,7 +127,9 @@ Diagnosis diagnose(const Snapshot& s, const Measured& a) {
     const WindowCut cut = a.trace.dropped > 0                                              ? WindowCut::DroppedByCap
                           : t.frees_before_window > 0 || t.live_from_before_window > 0 ? WindowCut::RecordedMidRun
                                                                                        : WindowCut::Whole;
-    if (t.lifetimes.size() > 0) r.too_few_steps = too_few_steps_line(r.steps, cut, devices);
+    // A trace too short to show a peak has its own line (conclude.cpp's uncertainties), which says
+    // to record again: no second one about steps.
+    if (t.lifetimes.size() > 0 && peak_certainty(t) != PeakCertainty::TooShort) r.too_few_steps = too_few_steps_line(r.steps, cut, devices);
   }
   // Two independent halves per device, so even one device keeps two cores busy.
   parallel_for(devices * 2, [&](std::size_t i) {

@@ -203,5 +203,20 @@ TEST(LeakWindows, MoreStepsAdviceNamesWhatCutTheWindow) {
   EXPECT_NE(capped.find("; keep more trace events (a larger --max-trace-events, "), std::string::npos) << capped;
 }
 
+// A trace of one event, too short to show a peak, says so once, with its advice (record again
+// with max_entries=100000): no line about steps or about how the peak is reconstructed.
+TEST(LeakWindows, ATraceTooShortForAPeakSaysItOnce) {
+  const auto file = test::corpus_dir() / "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
+  const Analysis a = window(file, 1'000'000).analysis;
+  EXPECT_EQ(not_enough_steps_line(a), "");
+  const auto says = [&](const std::string& text) {
+    return std::any_of(a.uncertainties.begin(), a.uncertainties.end(), [&](const Sentence& u) { return u.text().find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(says("device 0's trace holds 1 event and no allocation, too few to show a peak"));
+  EXPECT_TRUE(says("record again with max_entries=100000"));
+  EXPECT_FALSE(says("the peak is in requested bytes"));
+}
+
 }  // namespace leak_windows_tests
 }  // namespace memsnap
