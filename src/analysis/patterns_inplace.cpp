@@ -125,8 +125,8 @@ struct Overlap {
   std::size_t first, last;
 };
 
-std::vector<Overlap> out_of_place_runs(UserLines& lines, const DeviceTimeline& t, const TraceEvents& events, const Lifetime& peak_out) {
-  const FreedBySize freed = freed_of_size(t, peak_out.size);
+std::vector<Overlap> out_of_place_runs(UserLines& lines, const DeviceTimeline& t, const TraceEvents& events, const FreedBySize& freed,
+                                       const Lifetime& peak_out) {
   std::vector<Overlap> runs;
   for (const Lifetime& out : t.lifetimes) {
     if (out.stack != peak_out.stack || out.size != peak_out.size || out.alloc == kBeforeWindow) continue;
@@ -166,11 +166,12 @@ std::optional<Pattern> out_of_place_activation(const Snapshot& s, const DeviceTi
   if (!activation) return std::nullopt;
   const TraceEvents& events = s.events_of(t.device);
   UserLines lines(s);
-  const Lifetime* in = freed_input(lines, events, freed_of_size(t, out->size), *out);
+  const FreedBySize freed = freed_of_size(t, out->size);
+  const Lifetime* in = freed_input(lines, events, freed, *out);
   if (!in || !in->live_at(t.peak_index)) return std::nullopt;
 
   const auto peak = static_cast<std::uint64_t>(*t.peak_allocated);
-  const std::vector<Overlap> runs = out_of_place_runs(lines, t, events, *out);
+  const std::vector<Overlap> runs = out_of_place_runs(lines, t, events, freed, *out);
   const std::int64_t lower = peak_in_place(t.curve, runs, out->size);
   if (lower < 0 || lower >= *t.peak_allocated) return std::nullopt;  // a curve below zero is a hostile file's
   const std::uint64_t saving = peak - static_cast<std::uint64_t>(lower);

@@ -311,6 +311,17 @@ bool loss_stack(const Snapshot& s, StackId stack) {
   return false;
 }
 
+// A frame of the stack is SDPA's math (unfused) path: scaled_dot_product_attention was called but
+// fell back to materializing the scores.
+bool sdpa_math_stack(const Snapshot& s, StackId stack) {
+  if (stack == kNoStack) return false;
+  const FrameId* frames = s.stack_begin(stack);
+  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
+    if (s.str(s.frames[frames[i]].name).find("_scaled_dot_product_attention_math") != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 // A frame of the stack computes attention scores: the user's frame is in a function named like
 // attention or softmax, or any frame is a softmax (torch.nn.functional.softmax, at::_softmax, the
 // SDPA math path's); a loss is not.
@@ -323,23 +334,9 @@ bool attention_stack(const Snapshot& s, StackId stack) {
   }
   const FrameId* frames = s.stack_begin(stack);
   for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
-    const std::string_view name = s.str(s.frames[frames[i]].name);
-    if (name.find("softmax") != std::string_view::npos || name.find("_scaled_dot_product_attention_math") != std::string_view::npos) {
-      return true;
-    }
+    if (s.str(s.frames[frames[i]].name).find("softmax") != std::string_view::npos) return true;
   }
-  return false;
-}
-
-// A frame of the stack is SDPA's math (unfused) path: scaled_dot_product_attention was called but
-// fell back to materializing the scores.
-bool sdpa_math_stack(const Snapshot& s, StackId stack) {
-  if (stack == kNoStack) return false;
-  const FrameId* frames = s.stack_begin(stack);
-  for (std::size_t i = 0; i < s.stack_size(stack); ++i) {
-    if (s.str(s.frames[frames[i]].name).find("_scaled_dot_product_attention_math") != std::string_view::npos) return true;
-  }
-  return false;
+  return sdpa_math_stack(s, stack);
 }
 
 // The score matrices are the largest tensors attention makes (B*H*T^2 against B*H*T*d for

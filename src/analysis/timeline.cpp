@@ -273,28 +273,26 @@ std::vector<LiveItem> final_live_items(const Snapshot& s, const std::vector<Devi
       if (block < seen.size()) seen[block] = t.lifetimes[lifetime].alloc == kBeforeWindow ? 1 : 2;
     }
   }
+  // The active blocks of the device's segments (all devices' for -1), with their index in s.blocks.
+  const auto for_each_live = [&](auto&& fn) {
+    for (const Segment& seg : s.segments) {
+      if (device >= 0 && seg.device != device) continue;
+      for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
+        if (s.blocks[seg.first_block + i].state == BlockState::ActiveAllocated) fn(seg, seg.first_block + i);
+      }
+    }
+  };
   // Sized before it is filled: a 1 GB snapshot's final state holds 300,000 blocks, and a vector
   // grown by doubling first-touches twice its bytes (fresh memory is what a VM charges for).
   std::size_t live = 0;
-  for (const Segment& seg : s.segments) {
-    if (device >= 0 && seg.device != device) continue;
-    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
-      live += s.blocks[seg.first_block + i].state == BlockState::ActiveAllocated;
-    }
-  }
+  for_each_live([&](const Segment&, std::size_t) { ++live; });
   std::vector<LiveItem> items;
   items.reserve(live);
-  for (const Segment& seg : s.segments) {
-    if (device >= 0 && seg.device != device) continue;
-    const bool has_trace = traced.count(seg.device) > 0;
-    for (std::uint32_t i = 0; i < seg.block_count && seg.first_block + i < s.blocks.size(); ++i) {
-      const std::size_t k = seg.first_block + i;
-      const Block& b = s.blocks[k];
-      if (b.state != BlockState::ActiveAllocated) continue;
-      const Provenance p = !has_trace ? Provenance::NoTrace : seen[k] == 2 ? Provenance::InWindow : Provenance::BeforeWindow;
-      items.push_back({b.stack, b.size, b.requested_size, p, seg.device});
-    }
-  }
+  for_each_live([&](const Segment& seg, std::size_t k) {
+    const Block& b = s.blocks[k];
+    const Provenance p = !traced.contains(seg.device) ? Provenance::NoTrace : seen[k] == 2 ? Provenance::InWindow : Provenance::BeforeWindow;
+    items.push_back({b.stack, b.size, b.requested_size, p, seg.device});
+  });
   return items;
 }
 
