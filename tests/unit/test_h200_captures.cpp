@@ -29,10 +29,7 @@ Read read(const std::string& name) {
   return r;
 }
 
-const Pattern* pattern(const Analysis& a, PatternId id) {
-  const auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == id; });
-  return it == a.patterns.end() ? nullptr : &*it;
-}
+using test::pattern;
 
 std::vector<PatternId> ids(const Analysis& a) {
   std::vector<PatternId> out;

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "base/units.h"
@@ -18,17 +16,7 @@ namespace inplace_activation_tests {
 
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& name) { return fs::path(MEMSNAP_FIXTURE_DIR) / name; }
-
-nlohmann::json expect_of(const std::string& name) {
-  std::ifstream in(fixture(name + ".truth.json"));
-  return nlohmann::json::parse(in).value("expect", nlohmann::json::object());
-}
-
-const Pattern* out_of_place(const Analysis& a) {
-  const auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [](const Pattern& p) { return p.id == PatternId::OutOfPlaceActivation; });
-  return it == a.patterns.end() ? nullptr : &*it;
-}
+const Pattern* out_of_place(const Analysis& a) { return test::pattern(a, PatternId::OutOfPlaceActivation); }
 
 bool has_evidence(const Pattern& p, const std::string& text) {
   return std::any_of(p.evidence.begin(), p.evidence.end(), [&](const Sentence& s) { return s.text().find(text) != std::string::npos; });
@@ -39,8 +27,8 @@ bool has_evidence(const Pattern& p, const std::string& text) {
 // 1 GiB, not the relu's 2 GiB, and says so.
 TEST(OutOfPlaceActivation, ReluBesideItsFreedInputSavesWhatTheCurveSays) {
   const std::string name = "relu_out_of_place_peak";
-  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
-  const auto expect = expect_of(name);
+  const Analysis a = analyze(load_snapshot(test::fixture_path(name + ".pickle").string()));
+  const auto expect = test::fixture_expect(name);
   const Pattern* p = out_of_place(a);
   ASSERT_NE(p, nullptr);
   const auto peak = expect.at("peak_bytes").get<std::uint64_t>();
@@ -66,14 +54,14 @@ TEST(OutOfPlaceActivation, ReluBesideItsFreedInputSavesWhatTheCurveSays) {
 // relu's input is read again by a residual add, so both are live by necessity; the add, which
 // makes the peak with one of its inputs freed right after it, is no activation.
 TEST(OutOfPlaceActivation, NotWhenTheInputIsReadAgainOrThePeakIsNoActivation) {
-  const Analysis a = analyze(load_snapshot(fixture("relu_residual_input_kept.pickle").string()));
+  const Analysis a = analyze(load_snapshot(test::fixture_path("relu_residual_input_kept.pickle").string()));
   EXPECT_EQ(out_of_place(a), nullptr);
   EXPECT_EQ(a.headline.find("out of place"), std::string::npos) << a.headline;
 }
 
 TEST(OutOfPlaceActivation, NotInTrainingScenarios) {
   for (const std::string name : {"healthy_training", "activation_pressure", "inference_no_grad", "cpp_frames", "example"}) {
-    const fs::path file = name == "example" ? fs::path(MEMSNAP_DATA_DIR) / "example.pickle" : fixture(name + ".pickle");
+    const fs::path file = name == "example" ? fs::path(MEMSNAP_DATA_DIR) / "example.pickle" : test::fixture_path(name + ".pickle");
     EXPECT_EQ(out_of_place(analyze(load_snapshot(file.string()))), nullptr) << name;
   }
 }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -24,17 +23,8 @@ namespace lead_findings_tests {
 
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& name) { return fs::path(MEMSNAP_FIXTURE_DIR) / name; }
-
-nlohmann::json expect_of(const std::string& name) {
-  std::ifstream in(fixture(name + ".truth.json"));
-  return nlohmann::json::parse(in).value("expect", nlohmann::json::object());
-}
-
-const Pattern* pattern(const Analysis& a, PatternId id) {
-  const auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == id; });
-  return it == a.patterns.end() ? nullptr : &*it;
-}
+using test::fixture_path;
+using test::pattern;
 
 DeviceSteps steps(std::vector<std::int64_t> live, std::vector<std::int64_t> peaks) {
   DeviceSteps d;
@@ -58,8 +48,8 @@ TEST(StepAligned, ComparesStepIAgainstStepI) {
 }
 
 TEST(StepAligned, TwoConfigurationsOfOneScript) {
-  const auto before = load_snapshot(fixture("diff_two_configs/batch64.pickle").string());
-  const auto after = load_snapshot(fixture("diff_two_configs/batch256.pickle").string());
+  const auto before = load_snapshot(fixture_path("diff_two_configs/batch64.pickle").string());
+  const auto after = load_snapshot(fixture_path("diff_two_configs/batch256.pickle").string());
   const Analysis ba = analyze(before), aa = analyze(after);
   const DiffReport d = diff_snapshots(before, ba, after, aa);
   EXPECT_EQ(d.relation, DiffRelation::TwoRuns);  // the allocator settings differ
@@ -74,8 +64,8 @@ TEST(StepAligned, TwoConfigurationsOfOneScript) {
 
 TEST(ActivationsWithoutBackward, CountsAnEarlierForwardAllocatedBeforeTheWindow) {
   const std::string name = "forward_kept_from_before_the_window";
-  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
-  const auto expect = expect_of(name);
+  const Analysis a = analyze(load_snapshot(fixture_path(name + ".pickle").string()));
+  const auto expect = test::fixture_expect(name);
   const Pattern* p = pattern(a, PatternId::ActivationsWithoutBackward);
   ASSERT_NE(p, nullptr);
   const auto before = expect.at("saved_before_window_bytes").get<std::uint64_t>();
@@ -102,11 +92,11 @@ TEST(ActivationsWithoutBackward, CountsAnEarlierForwardAllocatedBeforeTheWindow)
 
 TEST(AttentionScores, CountsTheScoreSizedBlocksOnly) {
   const std::string name = "attention_scores_materialized";
-  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path(name + ".pickle").string()));
   const Pattern* p = pattern(a, PatternId::AttentionScores);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->saving_bytes.has_value());
-  EXPECT_EQ(*p->saving_bytes, expect_of(name).at("score_bytes").get<std::uint64_t>());
+  EXPECT_EQ(*p->saving_bytes, test::fixture_expect(name).at("score_bytes").get<std::uint64_t>());
   EXPECT_EQ(p->fix.front().id, FixId::FusedAttention);
 }
 
@@ -115,10 +105,10 @@ TEST(AttentionScores, CountsTheScoreSizedBlocksOnly) {
 // GeluBackward0 temporary, a q-sized DivBackward0 one and the loss's log_softmax do not.
 TEST(AttentionScores, CountsTheScoresGradientsInBackward) {
   const std::string name = "attention_backward_peak";
-  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path(name + ".pickle").string()));
   const Pattern* p = pattern(a, PatternId::AttentionScores);
   ASSERT_NE(p, nullptr);
-  const auto& expect = expect_of(name);
+  const auto& expect = test::fixture_expect(name);
   const std::uint64_t scores = expect.at("score_bytes").get<std::uint64_t>();
   const std::uint64_t gradients = expect.at("score_gradient_bytes").get<std::uint64_t>();
   ASSERT_TRUE(p->saving_bytes.has_value());
@@ -140,7 +130,7 @@ TEST(AttentionScores, CountsTheScoresGradientsInBackward) {
 // fused attention, which costs no recompute, comes first in the headline and the next steps,
 // though checkpointing saves more bytes.
 TEST(AttentionScores, ComesBeforeCheckpointingWhenTheScoresAreMostOfTheActivations) {
-  const Analysis a = analyze(load_snapshot(fixture("attention_under_activation_pressure.pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path("attention_under_activation_pressure.pickle").string()));
   const Pattern* scores = pattern(a, PatternId::AttentionScores);
   const Pattern* pressure = pattern(a, PatternId::ActivationPressure);
   ASSERT_NE(scores, nullptr);
@@ -162,11 +152,11 @@ TEST(AttentionScores, ComesBeforeCheckpointingWhenTheScoresAreMostOfTheActivatio
 // backend take the inputs, not to call the function already called.
 TEST(AttentionScores, FromSdpasMathPathAskForAFusedBackend) {
   const std::string name = "attention_sdpa_math_path";
-  const Analysis a = analyze(load_snapshot(fixture(name + ".pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path(name + ".pickle").string()));
   const Pattern* p = pattern(a, PatternId::AttentionScores);
   ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->saving_bytes, std::optional<std::uint64_t>(expect_of(name).at("score_bytes").get<std::uint64_t>() +
-                                                          expect_of(name).at("score_gradient_bytes").get<std::uint64_t>()));
+  EXPECT_EQ(p->saving_bytes, std::optional<std::uint64_t>(test::fixture_expect(name).at("score_bytes").get<std::uint64_t>() +
+                                                          test::fixture_expect(name).at("score_gradient_bytes").get<std::uint64_t>()));
   ASSERT_FALSE(p->fix.empty());
   EXPECT_EQ(p->fix.front().id, FixId::FusedSdpaBackend);
   const bool said = std::any_of(p->evidence.begin(), p->evidence.end(), [](const Sentence& s) {
@@ -182,14 +172,14 @@ TEST(AttentionScores, FromSdpasMathPathAskForAFusedBackend) {
 
 TEST(AttentionScores, ALossLogSoftmaxIsNoAttention) {
   // healthy_training computes cross_entropy (log_softmax over the logits): no attention finding.
-  const Analysis a = analyze(load_snapshot(fixture("healthy_training.pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path("healthy_training.pickle").string()));
   EXPECT_EQ(pattern(a, PatternId::AttentionScores), nullptr);
 }
 
 // A device the process never used (no segments, only the dump's 'snapshot' entry in its trace)
 // is not a light device to move work to.
 TEST(DeviceImbalance, NotWithADeviceTheProcessNeverUsed) {
-  const Analysis a = analyze(load_snapshot(fixture("one_device_of_two.pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path("one_device_of_two.pickle").string()));
   EXPECT_EQ(pattern(a, PatternId::DeviceImbalance), nullptr) << a.headline;
   EXPECT_EQ(a.headline.rfind("At the peak 8.00 GiB is live on device 1", 0), 0u) << a.headline;
 }
@@ -205,7 +195,7 @@ TEST(DeviceImbalance, RealDiffusionStepOnOneOfTwoDevicesIsNone) {
 }
 
 TEST(DeviceImbalance, LeadsACapacityOomOnTheHeaviestDevice) {
-  const Analysis a = analyze(load_snapshot(fixture("data_parallel_oom.pickle").string()));
+  const Analysis a = analyze(load_snapshot(fixture_path("data_parallel_oom.pickle").string()));
   ASSERT_NE(pattern(a, PatternId::Capacity), nullptr);
   const Pattern* p = pattern(a, PatternId::DeviceImbalance);
   ASSERT_NE(p, nullptr);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
@@ -21,11 +20,6 @@ namespace patterns_tests {
 constexpr std::uint64_t MiB = 1ull << 20;
 
 std::filesystem::path fixture(const std::string& name) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / name; }
-
-nlohmann::json truth_of(const std::string& name) {
-  std::ifstream in(fixture(name + ".truth.json"));
-  return nlohmann::json::parse(in);
-}
 
 struct Analyzed {
   LoadedSnapshot loaded;
@@ -57,7 +51,7 @@ TEST(Patterns, EveryFixtureShowsExactlyItsExpectedPatterns) {
   int checked = 0;
   for (const std::string& name : test::fixture_names()) {
     SCOPED_TRACE(name);
-    const auto truth = truth_of(name);
+    const auto truth = test::fixture_truth(name);
     const auto a = analyzed(name);
     const auto expect = truth.value("expect", nlohmann::json::object());
     for (const auto& id : expect.value("patterns", std::vector<std::string>{})) EXPECT_NE(find(a.analysis, id), nullptr) << id;
@@ -109,7 +103,7 @@ TEST(Patterns, StepsFromAnnotationsPeriodAndOptimizerRuns) {
     const auto a = analyzed("healthy_eval");
     const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
     EXPECT_EQ(d.steps[0].source, StepSource::Period);
-    EXPECT_EQ(d.steps[0].boundaries, truth_of("healthy_eval")["expect"]["steps"].get<std::size_t>());
+    EXPECT_EQ(d.steps[0].boundaries, test::fixture_truth("healthy_eval")["expect"]["steps"].get<std::size_t>());
   }
   {
     // Without annotations, the recurring torch/optim allocations (AdamW's foreach temporaries) mark the steps.
@@ -143,7 +137,7 @@ TEST(Patterns, MeasureFindsEachTimelinesSteps) {
   const auto eval = analyzed("healthy_eval");
   ASSERT_EQ(eval.analysis.steps.size(), 1u);
   EXPECT_EQ(eval.analysis.steps[0].source, StepSource::Period);
-  EXPECT_EQ(eval.analysis.steps[0].boundaries.size(), truth_of("healthy_eval")["expect"]["steps"].get<std::size_t>());
+  EXPECT_EQ(eval.analysis.steps[0].boundaries.size(), test::fixture_truth("healthy_eval")["expect"]["steps"].get<std::size_t>());
 }
 
 TEST(Patterns, LayersOfOneForwardAreNotSteps) {
@@ -177,7 +171,7 @@ TEST(Patterns, RealCorpusHasNoLeakWithoutEvidence) {
 }
 
 TEST(Patterns, GrowingContainerNamesTheSiteAndItsRate) {
-  const auto truth = truth_of("growing_container");
+  const auto truth = test::fixture_truth("growing_container");
   const auto& expect = truth["expect"];
   const auto a = analyzed("growing_container");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
@@ -205,7 +199,7 @@ TEST(Patterns, GrowingContainerNamesTheSiteAndItsRate) {
 }
 
 TEST(Patterns, RetainedGraphNamesTheAccumulatorAndLoss) {
-  const auto truth = truth_of("retained_graph");
+  const auto truth = test::fixture_truth("retained_graph");
   const std::size_t steps = truth["expect"]["steps"].get<std::size_t>();
   const auto a = analyzed("retained_graph");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
@@ -235,7 +229,7 @@ TEST(Patterns, RetainedGraphNamesTheAccumulatorAndLoss) {
 }
 
 TEST(Patterns, OptimizerStateSpikeIsExpectedRetention) {
-  const auto truth1 = truth_of("optimizer_state_spike");
+  const auto truth1 = test::fixture_truth("optimizer_state_spike");
   const auto& expect = truth1["expect"];
   const auto a = analyzed("optimizer_state_spike");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
@@ -258,7 +252,7 @@ TEST(Patterns, OptimizerStateSpikeIsExpectedRetention) {
 }
 
 TEST(Patterns, OptimizerStateOomIsNotALeakHunt) {
-  const auto truth2 = truth_of("optimizer_state_oom");
+  const auto truth2 = test::fixture_truth("optimizer_state_oom");
   const auto& expect = truth2["expect"];
   const auto a = analyzed("optimizer_state_oom");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
@@ -274,7 +268,7 @@ TEST(Patterns, OptimizerStateOomIsNotALeakHunt) {
 }
 
 TEST(Patterns, ActivationPressureQuantifiesFreeableBytesAndRecompute) {
-  const auto truth3 = truth_of("activation_pressure");
+  const auto truth3 = test::fixture_truth("activation_pressure");
   const auto& expect = truth3["expect"];
   const auto a = analyzed("activation_pressure");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);
@@ -296,7 +290,7 @@ TEST(Patterns, ActivationPressureQuantifiesFreeableBytesAndRecompute) {
 }
 
 TEST(Patterns, ReferenceCyclesCountsTheBursts) {
-  const auto truth4 = truth_of("reference_cycles");
+  const auto truth4 = test::fixture_truth("reference_cycles");
   const auto& expect = truth4["expect"];
   const auto a = analyzed("reference_cycles");
   const Diagnosis d = diagnose(a.loaded.snapshot, a.analysis);

@@ -34,15 +34,11 @@ struct Analyzed {
 Analyzed analyzed(const std::string& name) {
   Analyzed a{load_snapshot(fixture(name + ".pickle").string()), {}, {}};
   a.analysis = analyze(a.loaded);
-  std::ifstream in(fixture(name + ".truth.json"));
-  a.expect = nlohmann::json::parse(in).value("expect", nlohmann::json::object());
+  a.expect = test::fixture_expect(name);
   return a;
 }
 
-const Pattern* pattern(const Analysis& a, PatternId id) {
-  const auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == id; });
-  return it == a.patterns.end() ? nullptr : &*it;
-}
+using test::pattern;
 
 constexpr PatternId kWorkload[] = {PatternId::StaleGradients, PatternId::ActivationsWithoutBackward,
                                    PatternId::ForwardTensorsAfterBackward, PatternId::OptimizerStepTemporaries,

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,11 +17,6 @@ namespace memsnap {
 namespace query_tests {
 
 std::string fixture(const std::string& name) { return std::string(MEMSNAP_FIXTURE_DIR) + "/" + name; }
-
-nlohmann::json truth(const std::string& name) {
-  std::ifstream in(fixture(name + ".truth.json"));
-  return nlohmann::json::parse(in);
-}
 
 // The live allocations (address -> requested bytes) after the first `index` events, by undoing
 // the later events one by one on the final state: no lifetimes, no layout replay.
@@ -74,7 +68,7 @@ TEST(Query, TheOomMomentHasTheGeneratorsLayout) {
   MomentSpec spec;
   spec.kind = MomentKind::Oom;
   const MomentView v = view(loaded, timelines, spec);
-  const auto oom = truth("oom_fragmentation")["trace"]["oom"][0];
+  const auto oom = test::fixture_truth("oom_fragmentation")["trace"]["oom"][0];
   EXPECT_EQ(v.live.moment.index, 790u);  // the OOM is the 791st event; its state is the one before it
   EXPECT_EQ(v.reserved, oom["reserved_at_oom"].get<std::uint64_t>());
   EXPECT_EQ(v.bytes, oom["allocated_at_oom"].get<std::uint64_t>());
@@ -91,7 +85,7 @@ TEST(Query, ThePeakMomentHoldsThePeak) {
     MomentSpec spec;
     spec.kind = MomentKind::Peak;
     const MomentView v = view(loaded, timelines, spec);
-    EXPECT_EQ(v.requested, truth(name)["totals"]["peak_allocated"].get<std::uint64_t>()) << name;
+    EXPECT_EQ(v.requested, test::fixture_truth(name)["totals"]["peak_allocated"].get<std::uint64_t>()) << name;
   }
 }
 
@@ -99,7 +93,7 @@ TEST(Query, TheEndMomentIsTheFinalState) {
   const auto loaded = load_snapshot(fixture("healthy_training.pickle"));
   const auto timelines = build_timelines(loaded.snapshot);
   const MomentView v = view(loaded, timelines, MomentSpec{});
-  const auto t = truth("healthy_training")["totals"];
+  const auto t = test::fixture_truth("healthy_training")["totals"];
   EXPECT_EQ(v.bytes, t["allocated"].get<std::uint64_t>() + t["pending_free"].get<std::uint64_t>());
   EXPECT_EQ(v.reserved, t["reserved"].get<std::uint64_t>());
   std::uint64_t free = 0;

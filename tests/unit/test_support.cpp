@@ -78,6 +78,20 @@ std::vector<std::uint8_t> from_hex(const std::string& hex) {
   return out;
 }
 
+std::filesystem::path fixture_path(const std::string& file) { return std::filesystem::path(MEMSNAP_FIXTURE_DIR) / file; }
+
+nlohmann::json fixture_truth(const std::string& name) {
+  std::ifstream in(fixture_path(name + ".truth.json"));
+  return nlohmann::json::parse(in);
+}
+
+nlohmann::json fixture_expect(const std::string& name) { return fixture_truth(name).value("expect", nlohmann::json::object()); }
+
+const Pattern* pattern(const Analysis& a, PatternId id) {
+  const auto it = std::find_if(a.patterns.begin(), a.patterns.end(), [&](const Pattern& p) { return p.id == id; });
+  return it == a.patterns.end() ? nullptr : &*it;
+}
+
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
   const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
 #include "analysis/finding.h"
 #include "model/frame_facts.h"
 #include "model/load.h"
@@ -25,6 +28,15 @@ std::filesystem::path corpus_dir();
 
 // Names of the generated single-snapshot fixtures (NAME.truth.json in MEMSNAP_FIXTURE_DIR), sorted.
 std::vector<std::string> fixture_names();
+// A file of the generated fixtures ("NAME.pickle", "NAME.truth.json", ...).
+std::filesystem::path fixture_path(const std::string& file);
+// The generator's truth for fixture NAME (NAME.truth.json), and the "expect" object in it (empty
+// when the scenario sets none).
+nlohmann::json fixture_truth(const std::string& name);
+nlohmann::json fixture_expect(const std::string& name);
+
+// The report's finding of this pattern, or null.
+const Pattern* pattern(const Analysis& a, PatternId id);
 
 // The memsnap binary run with `args` (a shell command line); `cwd` empty = the current folder.
 struct CliRun {
