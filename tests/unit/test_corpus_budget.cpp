@@ -135,6 +135,23 @@ TEST(CorpusBudget, CublasWorkspaceWithoutItsFrameIsToldBySize) {
   EXPECT_EQ(j.headline.rfind("At the end 13.83 MiB is live on device 0: workspaces 8.12 MiB, parameters 5.69 MiB", 0), 0u) << j.headline;
 }
 
+// verl's worker holds two copies of the policy's weights: Megatron's actor (Module._apply, and the
+// tied embedding Megatron moves to the GPU itself: 130 MiB) and vLLM's rollout engine, whose layers
+// create theirs in create_weights while the model is built (475 MiB). All are parameters; only the
+// 303.51 MiB without a stack stays unknown.
+TEST(CorpusBudget, BothCopiesOfAnRlWorkersWeightsAreParameters) {
+  const auto file = std::filesystem::path(corpus_dir()) / "volcengine_verl_mem.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+  const Analysis a = analyze(load_snapshot(file.string()));
+  const MemoryBudget* end = main_budget(a.budgets);
+  ASSERT_NE(end, nullptr);
+  EXPECT_EQ(kind_bytes(*end, Category::Parameter), 814860288u);  // 777.11 MiB in 401 blocks
+  EXPECT_EQ(kind_bytes(*end, Category::KvCache), 21793603584u);
+  EXPECT_EQ(kind_bytes(*end, Category::Unknown), 318254592u + 1024u);  // the stack-less 303.51 MiB, and 1 KiB
+  EXPECT_EQ(a.headline.rfind("At the end 23.20 GiB is live on device 0: KV cache 20.30 GiB, gradients 1.38 GiB, parameters 777.11 MiB, ", 0), 0u)
+      << a.headline;
+}
+
 // kkaitlyn111's forward benchmark with autograd on: 24.39 GiB (66% of the peak) of activations kept
 // for a backward the trace never runs leads the headline, hedged: the run trained before.
 TEST(CorpusBudget, ActivationsWithoutBackwardLeadTheHeadline) {

@@ -134,6 +134,26 @@ std::vector<StackCase> known_allocator_cases() {
        Category::Parameter},
       {"accelerate placing", {{pkg("accelerate/utils/modeling.py"), "set_module_tensor_to_device"}, kUser}, 1, Category::Parameter},
       {"vLLM load_weights", {{pkg("vllm/model_executor/models/qwen2.py"), "load_weights"}, kUser}, 1, Category::Parameter},
+      {"vLLM creating a layer's weights (the rollout engine's copy of the model, verl)",
+       {{pkg("torch/utils/_device.py"), "__torch_function__"}, {pkg("vllm/model_executor/layers/linear.py"), "create_weights"},
+        {pkg("vllm/model_executor/layers/linear.py"), "__init__"}, {pkg("vllm/model_executor/models/qwen2.py"), "__init__"},
+        {"/srv/rollout.py", "__init__"}},
+       4, Category::Parameter},
+      {"vLLM building the model: a buffer of a layer's constructor",
+       {{pkg("vllm/model_executor/layers/rotary_embedding.py"), "__init__"},
+        {pkg("vllm/model_executor/model_loader/loader.py"), "_initialize_model"}, kUser},
+       2, Category::Parameter},
+      {"SGLang creating a layer's weights", {{pkg("sglang/srt/layers/linear.py"), "create_weights"}, kUser}, 1, Category::Parameter},
+      {"SGLang building the model: a buffer of a layer's constructor",
+       {{pkg("sglang/srt/layers/rotary_embedding.py"), "__init__"}, {pkg("sglang/srt/model_loader/loader.py"), "_initialize_model"},
+        kUser},
+       2, Category::Parameter},
+      {"Megatron moving the tied embedding weight",
+       {{"??", "at::native::_to_copy(at::Tensor const&)"},
+        {pkg("megatron/core/models/common/language_module/language_module.py"), "setup_embeddings_and_output_layer"}, kUser},
+       2, Category::Parameter},
+      {"vLLM's forward is no weight", {{pkg("vllm/model_executor/layers/linear.py"), "apply"}, {pkg("vllm/model_executor/layers/linear.py"), "forward"}, kUser},
+       2, Category::Activation},
       {"DDP reducer from Python", {{pkg("torch/nn/parallel/distributed.py"), "_ddp_init_helper"}, kUser}, 1,
        Category::Communication, "ddp_reducer_buckets"},
       {"vLLM cache engine",
@@ -207,8 +227,8 @@ std::vector<StackCase> what_cases() {
   auto glue = [&](FrameText frame) { return StackCase{"skips " + frame.name, {frame, mm, fwd}, 2, Category::Activation, nullptr,
                                                       "at::native::mm", "at::native::mm"}; };
   auto py_glue = [&](FrameText frame) {
-    return StackCase{"skips " + frame.name, {frame, {pkg("vllm/model_executor/layers/linear.py"), "create_weights"}, fwd}, 2,
-                     Category::Activation, nullptr, "vllm/model_executor/layers/linear.py:create_weights"};
+    return StackCase{"skips " + frame.name, {frame, {pkg("vllm/model_executor/layers/linear.py"), "apply"}, fwd}, 2,
+                     Category::Activation, nullptr, "vllm/model_executor/layers/linear.py:apply"};
   };
   return {
       glue({"??", "c10::impl::wrap_kernel_functor_unboxed_<at::native::mm>::call"}),
