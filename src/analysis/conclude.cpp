@@ -442,15 +442,15 @@ std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
     freed_before += tl.frees_before_window;
   }
   if (before || freed_before) {
-    out.push_back(sentence("the trace starts mid-run (or history was enabled late): {} live blocks and {} frees refer to allocations "
-                           "made before the window; the peak counts them from the final state",
-                           before, freed_before));
+    out.push_back(sentence("the trace starts mid-run (or history was enabled late): {} live block{} and {} free{} refer to "
+                           "allocations made before the window; the peak counts them from the final state",
+                           before, std::string(before == 1 ? "" : "s"), freed_before, std::string(freed_before == 1 ? "" : "s")));
   }
   for (const Site& site : a.sites) {
     if (site.no_stack && site.bytes) {
-      out.push_back(sentence("{} of live memory ({:.0f}%) in {} blocks has no stack: allocated before history was recorded, recorded "
-                             "without context, or from the backward pass without C++ frames",
-                             Bytes(site.bytes), site.percent, site.blocks));
+      out.push_back(sentence("{} of live memory ({:.0f}%) in {} block{} has no stack: allocated before history was recorded, "
+                             "recorded without context, or from the backward pass without C++ frames",
+                             Bytes(site.bytes), site.percent, site.blocks, std::string(site.blocks == 1 ? "" : "s")));
     }
   }
   if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {

@@ -297,7 +297,8 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
     before += items[k].provenance == Provenance::BeforeWindow ? items[k].bytes : 0;
     no_trace += items[k].provenance == Provenance::NoTrace ? items[k].bytes : 0;
   }
-  budget.evidence.push_back(fmt::format("{} stack-less blocks: {}", stackless.size(), size_groups_text(unexplained)));
+  budget.evidence.push_back(fmt::format("{} stack-less block{}: {}", stackless.size(), stackless.size() == 1 ? "" : "s",
+                                         size_groups_text(unexplained)));
   if (before > 0) {
     budget.evidence.push_back(fmt::format("{} of it was allocated before the recording began (no alloc in the window: proven by the trace)",
                                           format_bytes(before)));

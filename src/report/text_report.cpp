@@ -148,12 +148,14 @@ void timeline_section(std::string& out, const Analysis& a) {
     out += no_device_history_text(a);
     return;
   }
-  out += fmt::format("  {} events analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.events, a.trace.dropped);
+  out += fmt::format("  {} event{} analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.analyzed == 1 ? "" : "s",
+                     a.trace.events, a.trace.dropped);
   for (const auto& t : a.timelines) {
-    out += wrap(fmt::format("device {}: {} alloc/free pairs completed, {} frees of memory allocated before the "
-                            "window, {} free requests still pending ({}), {}",
-                            t.device, t.matched_frees, t.frees_before_window, t.pending_requests, format_bytes(t.pending_bytes),
-                            timeline_peak_text(t)),
+    const auto s = [](std::uint64_t n) { return n == 1 ? "" : "s"; };
+    out += wrap(fmt::format("device {}: {} alloc/free pair{} completed, {} free{} of memory allocated before the "
+                            "window, {} free request{} still pending ({}), {}",
+                            t.device, t.matched_frees, s(t.matched_frees), t.frees_before_window, s(t.frees_before_window),
+                            t.pending_requests, s(t.pending_requests), format_bytes(t.pending_bytes), timeline_peak_text(t)),
                 "  ", "    ");
     std::size_t shown = 0;
     for (const auto& m : t.steps) {

@@ -12,13 +12,17 @@
 // recording"), one kind said once, the rest after five kinds counted unless it is one kind.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "analysis/attribution.h"
 #include "analysis/frame_filter.h"
 #include "analysis/memory_budget.h"
+#include "analysis/analyze.h"
 #include "analysis/site_what.h"
+#include "model/load.h"
+#include "report/text_report.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -283,6 +287,25 @@ TEST(BudgetSentence, SevenKindsCountTheLastTwo) {
   EXPECT_EQ(budget_sentence(b),
             "At the peak 253.00 MiB is live on device 0: activations 70.00 MiB, parameters 60.00 MiB, gradients 50.00 MiB, optimizer "
             "state 40.00 MiB, workspaces 30.00 MiB, 2 other kinds 3.00 MiB.");
+}
+
+// Counts of one read in the singular in the text report's prose: a one-event trace (Yiyi-philosophy),
+// a single stack-less block (nishi951). The tables' "blocks" column keeps its plural.
+TEST(ReportWording, CountsOfOneAreSingular) {
+  const auto render = [](const char* name) {
+    const auto file = test::corpus_dir() / name;
+    const LoadedSnapshot loaded = load_snapshot(file.string());
+    return text_report({loaded, analyze(loaded)});
+  };
+  if (!std::filesystem::exists(test::corpus_dir() / "nishi951_triton-unfold_memory.pkl")) GTEST_SKIP() << "real corpus not found";
+  const std::string one_event = render("Yiyi-philosophy_LLM-inference_1.3b_snapshot.pickle");
+  EXPECT_NE(one_event.find("  1 event analyzed (1 in the file, 0 dropped)\n"), std::string::npos) << one_event;
+  EXPECT_NE(one_event.find("device 0: 0 alloc/free pairs completed, 1 free of memory allocated before the"), std::string::npos);
+  const std::string one_block = render("nishi951_triton-unfold_memory.pkl");
+  EXPECT_NE(one_block.find("  at the end: 22.00 MiB live in 1 block\n"), std::string::npos) << one_block;
+  EXPECT_NE(one_block.find("  - 1 stack-less block: 1 x 21.96 MiB\n"), std::string::npos);
+  EXPECT_NE(one_block.find("22.00 MiB of live memory (100%) in 1 block has no stack"), std::string::npos);
+  EXPECT_EQ(one_block.find(" 1 blocks has"), std::string::npos);
 }
 
 }  // namespace views_wording_tests
