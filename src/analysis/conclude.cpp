@@ -57,8 +57,9 @@ std::optional<std::string> user_place(const Site& site) {
 }
 
 // At the peak, one or two sites of a tensor or two each, every one at least a quarter of the peak
-// and together at least half of it: what an expert names first, whatever their kind (" Two
-// tensors hold 80% of it: 6.85 GiB from ... and 6.85 GiB from ...").
+// and together at least half of it: what an expert names first, whatever their kind (" 2
+// tensors hold 80% of it: 6.85 GiB from ... and 6.85 GiB from ...", " 3 tensors hold 79% of it:
+// 2.78 GiB (2 tensors) from ... and 1.39 GiB from ...").
 constexpr std::uint64_t kDominantShare = 4;  // each: at least 1/4 of the peak
 std::string dominant_tensors_clause(const Analysis& a, const MemoryBudget& b) {
   if (b.moment != BudgetMoment::Peak || b.device != a.peak_device || b.live_bytes == 0) return "";
@@ -74,7 +75,11 @@ std::string dominant_tensors_clause(const Analysis& a, const MemoryBudget& b) {
   }
   if (named.empty() || 2 * bytes < b.live_bytes) return "";
   std::string places;
-  for (const auto& [site, where] : named) places += fmt::format("{}{} from {}", places.empty() ? "" : " and ", format_bytes(site->bytes), where);
+  for (const auto& [site, where] : named) {
+    // Of two sites, one that holds two tensors says so: the count above is of tensors, not lines.
+    const std::string count = named.size() > 1 && site->blocks > 1 ? fmt::format(" ({} tensors)", site->blocks) : "";
+    places += fmt::format("{}{}{} from {}", places.empty() ? "" : " and ", format_bytes(site->bytes), count, where);
+  }
   return fmt::format(" {} hold{} {:.0f}% of it: {}.", blocks == 1 ? "One tensor" : fmt::format("{} tensors", blocks), blocks == 1 ? "s" : "",
                      100.0 * double(bytes) / double(b.live_bytes), places);
 }

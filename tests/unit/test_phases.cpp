@@ -234,6 +234,18 @@ TEST(Phases, RealScriptPointsAtThePeaksTwoLargestTensors) {
       << steps[1];
 }
 
+// When one of the two lines holds two of the tensors, the clause says so: "3 tensors" counts
+// tensors, and two lines are named.
+TEST(Phases, ALineOfTwoTensorsSaysItsCount) {
+  const auto file = corpus_file("HugePandaCoder_octree-nca-groupeq_my_snapshot_300688c.pickle");
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found: " << file;
+  const Analysis a = analyze(load_snapshot(file.string()));
+  EXPECT_NE(a.headline.find(". 3 tensors hold 79% of it: 2.78 GiB (2 tensors) from at::_ops::cat at "), std::string::npos) << a.headline;
+  EXPECT_NE(a.headline.find("Model_BasicNCA2D_fast.py:95 (forward_cuda) and 1.39 GiB from torch/nn/functional.py:interpolate at "),
+            std::string::npos)
+      << a.headline;
+}
+
 TEST(Phases, NegativesHaveNoWorkloadFinding) {
   for (const std::string name : {"inference_no_grad", "healthy_eval", "expandable_segments", "example", "activation_pressure"}) {
     const Analyzed x = analyzed(name);
