@@ -96,11 +96,12 @@ void inactive_memory(const Snapshot& s, const Measured& a, std::vector<Pattern>&
   Pattern p;
   p.verdict = Verdict::Info;
   p.evidence = {sentence("inactive {} ({:.0f}% of reserved {})", Bytes(t.inactive), share(t.inactive), Bytes(t.reserved)),
-                sentence("{} ({:.0f}% of reserved) in {} wholly free segment(s): released by torch.cuda.empty_cache() and by "
+                sentence("{} ({:.0f}% of reserved) in {} wholly free segment{}: released by torch.cuda.empty_cache() and by "
                          "the allocator itself before it raises an OOM",
-                         Bytes(t.inactive_in_free_segments), share(t.inactive_in_free_segments), t.free_segments),
-                sentence("{} ({:.0f}% of reserved) in fragments inside {} partly used segment(s), the largest {}", Bytes(fragments),
-                         share(fragments), used_segments, Bytes(t.largest_fragment))};
+                         Bytes(t.inactive_in_free_segments), share(t.inactive_in_free_segments), t.free_segments,
+                         plural_s(t.free_segments)),
+                sentence("{} ({:.0f}% of reserved) in fragments inside {} partly used segment{}, the largest {}", Bytes(fragments),
+                         share(fragments), used_segments, plural_s(used_segments), Bytes(t.largest_fragment))};
   const bool fragmented = fragments >= 2 * kGiB && fragments * 10 >= t.reserved * 3 && t.largest_fragment * 4 <= fragments && used_segments >= 8;
   if (fragmented) {
     p.id = PatternId::Fragmentation;
@@ -114,9 +115,10 @@ void inactive_memory(const Snapshot& s, const Measured& a, std::vector<Pattern>&
     p.id = PatternId::CachedMemory;
     p.confidence = Confidence::High;
     p.summary = t.inactive_in_free_segments * 2 >= t.inactive
-                    ? sentence("{} of {} reserved is inactive cache, not fragmentation: {} of it is in {} wholly free segment(s), "
+                    ? sentence("{} of {} reserved is inactive cache, not fragmentation: {} of it is in {} wholly free segment{}, "
                                "which the allocator releases before it would raise an OOM and torch.cuda.empty_cache() returns",
-                               Bytes(t.inactive), Bytes(t.reserved), Bytes(t.inactive_in_free_segments), t.free_segments)
+                               Bytes(t.inactive), Bytes(t.reserved), Bytes(t.inactive_in_free_segments), t.free_segments,
+                               plural_s(t.free_segments))
                     : sentence("{} of {} reserved is inactive cache, not fragmentation: its {} of fragments sit in few or large "
                                "blocks (the largest {}) that later requests of that size reuse",
                                Bytes(t.inactive), Bytes(t.reserved), Bytes(fragments), Bytes(t.largest_fragment));

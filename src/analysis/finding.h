@@ -104,6 +104,9 @@ Arg to_arg(T&& v) {
   else return Arg(std::string(std::forward<T>(v)));
 }
 
+// The plural ending of a count's noun: "" for one, "s" otherwise (sentence("{} block{}", n, plural_s(n))).
+inline std::string plural_s(std::uint64_t n) { return n == 1 ? "" : "s"; }
+
 // sentence("{} live in {} blocks", Bytes(n), blocks)
 template <class... A>
 Sentence sentence(std::string_view format, A&&... args) {

@@ -46,9 +46,9 @@ std::optional<Sentence> too_few_steps_line(const Steps& st, WindowCut cut, std::
   if (st.found() || st.too_few_marks > 0) {
     const std::size_t complete = st.found() ? st.boundaries.size() - 1 : st.too_few_marks - 1;
     const StepSource source = st.found() ? st.source : st.too_few_source;
-    return sentence("not enough steps to tell{} whether memory leaks: the trace window holds {} complete step(s) (from {}); "
+    return sentence("not enough steps to tell{} whether memory leaks: the trace window holds {} complete step{} (from {}); "
                     "a leak needs growth over at least {}{}",
-                    where, complete, std::string(step_source_name(source)), kMinIntervals, more);
+                    where, complete, plural_s(complete), std::string(step_source_name(source)), kMinIntervals, more);
   }
   if (!partial_window) return std::nullopt;
   return sentence("not enough steps to tell{} whether memory leaks: no training steps were found in the partial trace window "
