@@ -122,6 +122,7 @@ constexpr FactRule kRules[] = {
      "Megatron placing the shared embedding / output weight"},
     {has("torch/nn/parallel/distributed.py"), is("_ddp_init_helper"), kCommunication, "DDP building its reducer"},
     {kAny, is("forward"), kForwardCall, "a forward method"},
+    {kAny, is("cross_entropy"), kForwardCall, "the loss (F.cross_entropy or a hand-written one): the forward computation's end"},
     {kAny, is("_call_impl"), kForwardCall, "Module.__call__"},
     {kAny, is("_wrapped_call_impl"), kForwardCall, "Module.__call__"},
 

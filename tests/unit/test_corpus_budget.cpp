@@ -152,6 +152,20 @@ TEST(CorpusBudget, BothCopiesOfAnRlWorkersWeightsAreParameters) {
       << a.headline;
 }
 
+// MAGMA27 computes its loss at the script's top level with a hand-written cross_entropy: the
+// log-softmax of the logits (625 MiB) and the loss's other tensors are the forward computation's
+// end, saved for backward like a module's activations, where they were an unknown kind (937.66 MiB).
+TEST(CorpusBudget, TheLossIsPartOfTheForwardsActivations) {
+  const auto file = std::filesystem::path(corpus_dir()) / "MAGMA27_assignment2-systems_memory_snapshot.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
+  const Analysis a = analyze(load_snapshot(file.string()));
+  const MemoryBudget* peak = main_budget(a.budgets);
+  ASSERT_NE(peak, nullptr);
+  ASSERT_EQ(peak->moment, BudgetMoment::Peak);
+  EXPECT_EQ(kind_bytes(*peak, Category::Unknown), 350212u);  // 342.00 KiB in 54 stack-less blocks from before the recording
+  EXPECT_EQ(a.headline.rfind("Forward activations dominate the peak: 11.08 GiB (85% of the 12.97 GiB peak) ", 0), 0u) << a.headline;
+}
+
 // kkaitlyn111's forward benchmark with autograd on: 24.39 GiB (66% of the peak) of activations kept
 // for a backward the trace never runs leads the headline, hedged: the run trained before.
 TEST(CorpusBudget, ActivationsWithoutBackwardLeadTheHeadline) {

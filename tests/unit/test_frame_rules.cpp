@@ -355,6 +355,9 @@ std::vector<StackCase> stack_cases() {
       {"forward", {{"/home/me/model.py", "forward"}}, 0, Category::Activation},
       {"_call_impl", {{pkg("torch/nn/modules/module.py"), "_call_impl"}, kUser}, 1, Category::Activation},
       {"_wrapped_call_impl", {{pkg("torch/nn/modules/module.py"), "_wrapped_call_impl"}, kUser}, 1, Category::Activation},
+      {"a hand-written loss outside any forward (CS336's cross_entropy at the script's top level)",
+       {{"/home/me/nn_utils.py", "log_softmax"}, {"/home/me/nn_utils.py", "cross_entropy"}, {"/home/me/train.py", "<module>"}}, 0,
+       Category::Activation},
       {"nothing decisive", {{"/home/me/data.py", "collate"}}, 0, Category::Unknown},
   };
   for (StackCase& c : known_allocator_cases()) cases.push_back(std::move(c));
