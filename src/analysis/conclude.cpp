@@ -318,6 +318,24 @@ std::uint64_t rank_key(const Pattern& p, std::uint64_t peak, bool imbalance_behi
   return p.saving_bytes && saves_peak(p.id) ? std::min(*p.saving_bytes, peak) : 0;
 }
 
+// A finding that says what to shrink and how much of the peak that saves (activation_pressure,
+// attention_scores, device_imbalance, ...).
+bool names_a_saving(const Pattern& p) { return p.saving_bytes && *p.saving_bytes > 0 && saves_peak(p.id); }
+
+// A capacity OOM's fixes that hold for any workload: a smaller batch, checkpointing, lower
+// precision, sharding. Where a finding names what to shrink, they follow its steps; its pool fixes
+// (the OOM inside a CUDA graph's private pool) are about this OOM and keep their place.
+bool generic_capacity_fix(PatternId id, const Fix& f) {
+  return id == PatternId::Capacity && (f.id == FixId::SmallerBatch || f.id == FixId::Checkpointing || f.id == FixId::LowerPrecision ||
+                                       f.id == FixId::ShardState);
+}
+
+// A generic fix that a specific one of another finding says better: checkpointing, when
+// activation_pressure names the modules to wrap and what it saves.
+bool said_better(const Analysis& a, PatternId id, const Fix& f) {
+  return id == PatternId::Capacity && f.id == FixId::Checkpointing && find_pattern(a.patterns, PatternId::ActivationPressure);
+}
+
 std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::uint64_t peak) {
   std::vector<const Pattern*> order;
   for (const Pattern& p : a.patterns) order.push_back(&p);
@@ -329,20 +347,24 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
     const auto at = std::find(order.begin(), order.end(), attention);
     if (pressure < at) std::rotate(pressure, at, at + 1);
   }
-  std::vector<NextStep> out;
+  const bool defer_generic = std::any_of(order.begin(), order.end(), [](const Pattern* p) { return names_a_saving(*p); });
+  std::vector<NextStep> out, generic;
+  std::size_t after_savings = 0;  // where the deferred generic fixes go: after the last finding that names a saving
   for (const Pattern* p : order) {
     bool first = true;
     for (const auto& f : p->fix) {
-      if (!fix_fits(s, a, f, peak)) continue;
+      if (!fix_fits(s, a, f, peak) || said_better(a, p->id, f)) continue;
       NextStep step = fix_step(p->id, f);
       if (first && p->saving_bytes && saves_peak(p->id) && peak > 0) {
         step.saving_bytes = std::min(*p->saving_bytes, peak);
         step.peak_bytes = peak;
       }
       first = false;
-      out.push_back(std::move(step));
+      (defer_generic && generic_capacity_fix(p->id, f) ? generic : out).push_back(std::move(step));
     }
+    if (names_a_saving(*p)) after_savings = out.size();
   }
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(after_savings), generic.begin(), generic.end());
   return out;
 }
 

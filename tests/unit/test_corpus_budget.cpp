@@ -214,6 +214,19 @@ TEST(CorpusBudget, AttentionScoresCountTheirGradientsInBackward) {
   ASSERT_NE(nesta, n.patterns.end());
   ASSERT_FALSE(nesta->fix.empty());
   EXPECT_EQ(nesta->fix.front().id, FixId::FusedSdpaBackend);
+  // Its OOM at capacity leads the diagnosis, but its generic fixes come after the ones that name
+  // what to shrink: checkpoint the modules at dit.py:249 (21.63 GiB), then the fused backend, then a
+  // smaller batch and lower precision; capacity's own "use activation checkpointing" is not repeated.
+  std::vector<std::pair<PatternId, FixId>> fixes;
+  for (const NextStep& step : n.next_steps) {
+    if (step.pattern && step.fix) fixes.emplace_back(*step.pattern, step.fix->id);
+  }
+  const std::vector<std::pair<PatternId, FixId>> want = {
+      {PatternId::ActivationPressure, FixId::CheckpointModules}, {PatternId::ActivationPressure, FixId::RecomputeCostMs},
+      {PatternId::ActivationPressure, FixId::SmallerMicroBatch}, {PatternId::AttentionScores, FixId::FusedSdpaBackend},
+      {PatternId::Capacity, FixId::SmallerBatch},                {PatternId::Capacity, FixId::LowerPrecision}};
+  EXPECT_EQ(fixes, want);
+  EXPECT_EQ(n.patterns.front().id, PatternId::Capacity);
   // 24 score-sized blocks, and 12 of a quarter of that size at model.py:434 (one byte an element: a mask's)
   EXPECT_EQ(magma->saving_bytes, std::optional<std::uint64_t>(24 * 96 * kMiB + 12 * 24 * kMiB));
 }

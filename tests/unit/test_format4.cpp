@@ -238,5 +238,41 @@ TEST(Format4, DefaultPoolOomNextToAGraphPoolNamesThePoolFixes) {
   EXPECT_EQ(plain->fix[0].id, FixId::SmallerBatch);  // no private pool, no pool fixes
 }
 
+// The fix steps as (finding, fix), in the order the report gives them.
+std::vector<std::pair<PatternId, FixId>> fix_steps(const Analysis& a) {
+  std::vector<std::pair<PatternId, FixId>> out;
+  for (const NextStep& step : a.next_steps) {
+    if (step.pattern && step.fix) out.emplace_back(*step.pattern, step.fix->id);
+  }
+  return out;
+}
+
+// A capacity OOM leads the diagnosis, but its fixes for any workload (a smaller batch, lower
+// precision) follow the steps of a finding that names what to shrink and what it saves; its
+// "use activation checkpointing" is not said beside activation_pressure's modules to wrap. A fix
+// about this OOM itself (it was made inside a graph's private pool) keeps the lead.
+TEST(Format4, ACapacityOomsGenericFixesFollowTheSpecificOnes) {
+  using P = PatternId;
+  using F = FixId;
+  EXPECT_EQ(fix_steps(analyzed(fixture("oom_capacity"))),
+            (std::vector<std::pair<P, F>>{{P::ActivationPressure, F::CheckpointModules},
+                                          {P::ActivationPressure, F::RecomputeCostMs},
+                                          {P::ActivationPressure, F::SmallerMicroBatch},
+                                          {P::Capacity, F::SmallerBatch},
+                                          {P::Capacity, F::LowerPrecision},
+                                          {P::OptimizerStateSpike, F::OptimizerNothingToFix},
+                                          {P::OptimizerStateSpike, F::OptimizerIfShort}}));
+  const auto pool = fix_steps(analyzed(fixture("graph_pool_oom")));
+  ASSERT_GE(pool.size(), 2u);
+  EXPECT_EQ(pool[0], std::pair(P::Capacity, F::GraphPoolOom));
+  EXPECT_EQ(pool[1], std::pair(P::ActivationPressure, F::CheckpointModules));
+  EXPECT_EQ(std::count(pool.begin(), pool.end(), std::pair(P::Capacity, F::Checkpointing)), 0);
+  // No finding names a saving: the capacity OOM's own fixes, checkpointing among them, lead.
+  const auto optimizer = fix_steps(analyzed(fixture("optimizer_state_oom")));
+  ASSERT_GE(optimizer.size(), 2u);
+  EXPECT_EQ(optimizer[0], std::pair(P::Capacity, F::SmallerBatch));
+  EXPECT_EQ(optimizer[1], std::pair(P::Capacity, F::Checkpointing));
+}
+
 }  // namespace format4_tests
 }  // namespace memsnap
