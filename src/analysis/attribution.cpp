@@ -176,6 +176,20 @@ bool SiteCache::workspace_by_size(StackId stack, std::uint64_t requested) const 
 
 namespace {
 
+// The kinds besides a site's own (`main`) worth saying: at least 1% of the site and 1 MiB.
+constexpr std::uint64_t kOtherKindFloor = std::uint64_t(1) << 20;
+template <std::size_t N>
+std::vector<SiteKind> other_kinds(const std::array<std::uint64_t, N>& bytes, const std::array<std::uint64_t, N>& blocks, std::size_t main,
+                                   std::uint64_t site_bytes) {
+  std::vector<SiteKind> out;
+  for (std::size_t k = 0; k < N; ++k) {
+    if (k == main || bytes[k] < kOtherKindFloor || bytes[k] * 100 < site_bytes) continue;
+    out.push_back({static_cast<Category>(k), bytes[k], blocks[k]});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SiteKind& x, const SiteKind& y) { return x.bytes > y.bytes; });
+  return out;
+}
+
 // A site whose largest block is cuBLAS's workspace told by its size: the known entry's name and
 // note, and how it was told.
 void say_workspace_by_size(Site& site) {
@@ -199,6 +213,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
   constexpr std::size_t kKinds = EnumNames<Category>::names.size();
   struct Kinds {
     std::array<std::uint64_t, kKinds> bytes{};
+    std::array<std::uint64_t, kKinds> blocks{};
     std::array<std::pair<StackId, std::uint64_t>, kKinds> largest{};
     std::array<bool, kKinds> largest_by_size{};  // that largest is a workspace told by its size
   };
@@ -237,6 +252,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
                                                                      : cache.describe(item.stack).category);
     Kinds& k = kinds[idx];
     k.bytes[kind] += item.bytes;
+    ++k.blocks[kind];
     if (item.bytes >= k.largest[kind].second) {
       k.largest[kind] = {item.stack, item.bytes};
       k.largest_by_size[kind] = by_size;
@@ -256,6 +272,7 @@ std::vector<Site> attribute(const std::vector<LiveItem>& items, SiteCache& cache
     sites[idx].what_op = largest_stack.what_op;
     sites[idx].known = largest_stack.known;
     if (k.largest_by_size[kind]) say_workspace_by_size(sites[idx]);
+    sites[idx].other_kinds = other_kinds(k.bytes, k.blocks, kind, sites[idx].bytes);
   }
   for (Site& site : sites) site.percent = total ? 100.0 * static_cast<double>(site.bytes) / static_cast<double>(total) : 0;
   std::stable_sort(sites.begin(), sites.end(), [](const Site& a, const Site& b) {

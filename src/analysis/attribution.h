@@ -61,6 +61,14 @@ const CategoryRule& category_rule(const StackSignals& signals);
 // Category from the stack's frames alone (no trace evidence).
 Category categorize_stack(const Snapshot& snapshot, StackId stack);
 
+// Bytes and blocks of one kind among a site's blocks.
+struct SiteKind {
+  Category kind = Category::Unknown;
+  std::uint64_t bytes = 0;
+  std::uint64_t blocks = 0;
+  bool operator==(const SiteKind&) const = default;
+};
+
 struct Site {
   bool no_stack = false;    // the "[no stack recorded]" bucket
   std::int64_t device = -1; // the device of its blocks: a site is per device (-1: none, e.g. pinned host memory)
@@ -75,6 +83,10 @@ struct Site {
   std::uint64_t blocks = 0;
   double percent = 0;       // of the attributed total
   Category category = Category::Unknown;
+  // The kinds of its blocks other than `category` that hold at least 1% of its bytes and 1 MiB,
+  // largest first: a line whose call allocates two kinds (vllm.LLM(): the KV cache and the model's
+  // weights) says both.
+  std::vector<SiteKind> other_kinds;
   StackId example_stack = kNoStack;  // the stack of the largest contribution
   std::vector<std::string> call_path;  // Python frames from the site outward, "file:line:function"
   bool via_forward_frames = false;  // the site is the forward line of a backward allocation (forward_frames)

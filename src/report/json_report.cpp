@@ -57,6 +57,11 @@ nlohmann::ordered_json site_json(const Site& site, const Snapshot* snapshot) {
   j["blocks"] = site.blocks;
   j["percent"] = std::round(site.percent * 100) / 100;
   j["category"] = category_name(site.category);
+  if (!site.other_kinds.empty()) {
+    auto kinds = nlohmann::ordered_json::array();
+    for (const SiteKind& k : site.other_kinds) kinds.push_back({{"kind", category_name(k.kind)}, {"bytes", k.bytes}, {"blocks", k.blocks}});
+    j["other_kinds"] = kinds;
+  }
   j["frame_kind"] = site.no_stack ? "none" : frame_kind_name(site.kind);
   if (site.via_forward_frames) j["via_forward_frames"] = true;
   add_site_tags(j, site);

@@ -95,6 +95,17 @@ std::string device_column(const Site& s, bool show_device) {
   return s.device >= 0 ? fmt::format("dev {}  ", s.device) : std::string("dev -  ");
 }
 
+// The kinds a site holds besides its own ("      also parameter 475.34 MiB in 316 blocks").
+std::string other_kinds_line(const Site& s, WrapText wrap) {
+  if (s.other_kinds.empty()) return "";
+  std::string kinds;
+  for (const SiteKind& k : s.other_kinds) {
+    kinds += fmt::format("{}{} {} in {} block{}", kinds.empty() ? "" : ", ", category_name(k.kind), format_bytes(k.bytes), k.blocks,
+                         k.blocks == 1 ? "" : "s");
+  }
+  return wrap(kinds, "      also ", "           ");
+}
+
 void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t top, bool show_device) {
   if (sites.empty()) {
     out += "  (no live allocations)\n";
@@ -113,6 +124,7 @@ void sites_section(std::string& out, const std::vector<Site>& sites, std::size_t
                 "      at ", "         ");
     out += site_tag_lines(s, wrap);
     out += site_what_lines(s, wrap);
+    out += other_kinds_line(s, wrap);
     for (std::size_t k = 1; k < s.call_path.size() && k < 5; ++k) out += wrap(package_relative(s.call_path[k]), "      from ", "           ");
   }
   if (sites.size() > top) out += fmt::format("  ... {} more sites (--top N shows more)\n", sites.size() - top);

@@ -231,6 +231,12 @@ async function inspect(context, htmlPath, report, name, expectCharts) {
     const shown = await page.locator(`#sites table >> nth=0 >> [data-tag="${tag}"]`).count();
     if (want) check(shown === want, `${name}: ${want} top sites show their ${tag} (${shown} shown)`);
   }
+  // A site that holds kinds besides its own says each under its category badge.
+  const otherKinds = report.top_sites.reduce((n, x) => n + (x.other_kinds || []).length, 0);
+  if (otherKinds) {
+    const shown = await page.locator('#sites table >> nth=0 >> [data-other-kind]').count();
+    check(shown === otherKinds, `${name}: the top sites show their ${otherKinds} other kinds (${shown} shown)`);
+  }
   if (report.devices.length > 1) {
     const headers = await page.locator('#sites table').first().locator('th').allTextContents();
     check(headers.includes('Device'), `${name}: the top sites table has a Device column`);

@@ -14,6 +14,8 @@
 #include "analysis/known_allocators.h"
 #include "analysis/site_what.h"
 #include "model/load.h"
+#include "report/json_report.h"
+#include "report/text_report.h"
 #include "test_support.h"
 
 namespace memsnap {
@@ -140,6 +142,35 @@ TEST(KnownAllocators, TheWhatIsTheFrameBelowTheUserLine) {
     EXPECT_EQ(top.what, c.what);
     EXPECT_EQ(top.what_op, c.op);
   }
+}
+
+// One line whose call allocates two kinds (vllm.LLM(): the model's weights, then the KV cache) is
+// one site of the larger kind that says the other: in the analysis, the text and the JSON report.
+TEST(KnownAllocators, ALineOfTwoKindsSaysBoth) {
+  const std::filesystem::path dir = MEMSNAP_FIXTURE_DIR;
+  std::ifstream in(dir / "vllm_engine_weights_and_cache.truth.json");
+  ASSERT_TRUE(in);
+  const auto expect = nlohmann::json::parse(in).at("expect");
+  const LoadedSnapshot loaded = load_snapshot((dir / "vllm_engine_weights_and_cache.pickle").string());
+  const Analysis a = analyze(loaded);
+  ASSERT_EQ(a.sites.size(), 1u);
+  const Site& site = a.sites[0];
+  EXPECT_EQ(site.site, expect.at("site").get<std::string>());
+  EXPECT_EQ(category_name(site.category), expect.at("kind").get<std::string>());
+  EXPECT_EQ(site.bytes, expect.at("bytes").get<std::uint64_t>());
+  const std::vector<SiteKind> want = {
+      {Category::Parameter, expect.at("other_bytes").get<std::uint64_t>(), expect.at("other_blocks").get<std::uint64_t>()}};
+  EXPECT_EQ(site.other_kinds, want);
+  EXPECT_EQ(expect.at("other_kind").get<std::string>(), "parameter");
+  const std::string text = text_report({loaded, a});
+  EXPECT_NE(text.find("\n      also parameter 481.00 MiB in 5 blocks\n"), std::string::npos) << text;
+  const auto json = nlohmann::json::parse(json_report(loaded, a).dump());
+  EXPECT_EQ(json.at("top_sites").at(0).at("other_kinds"),
+            nlohmann::json::parse(R"([{"kind": "parameter", "bytes": 504365056, "blocks": 5}])"));
+  // A site of one kind has no other_kinds key.
+  const LoadedSnapshot plain = load_snapshot((dir / "known_vllm_kv_cache.pickle").string());
+  const auto plain_json = nlohmann::json::parse(json_report(plain, analyze(plain)).dump());
+  EXPECT_FALSE(plain_json.at("top_sites").at(0).contains("other_kinds"));
 }
 
 }  // namespace known_allocators_tests

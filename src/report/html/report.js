@@ -678,6 +678,16 @@
     return parts;
   }
 
+  // The kinds a site holds besides its own (other_kinds): under its badge, "also parameter 475 MiB".
+  function kindCell(x) {
+    var parts = [badge(x.category || 'unknown')];
+    (x.other_kinds || []).forEach(function (o) {
+      parts.push(h('div', { class: 'fn', 'data-other-kind': o.kind }, 'also ' + o.kind + ' ' + fmtBytes(o.bytes) + ' in ' + fmtCount(o.blocks) +
+                   (o.blocks === 1 ? ' block' : ' blocks')));
+    });
+    return parts;
+  }
+
   // A site is per device: the Device column shows when the snapshot has several.
   function sitesTable(sites, keyPrefix) {
     var max = sites.reduce(function (m, x) { return Math.max(m, x.bytes); }, 0) || 1;
@@ -692,7 +702,7 @@
                       : h('p', { class: 'fn' }, 'no call stack recorded'));
       var device = many ? td(x.device === null || x.device === undefined ? '\u2014' : val(k + 'device', x.device, 'text')) : null;
       return h('tr', { 'data-site-row': i }, td(String(i + 1)), td(site), device, td(h('span', { class: 'fn' }, x.function || '')),
-               td(whatCell(x)), td(badge(x.category || 'unknown')), td(val(k + 'bytes', x.bytes, 'bytes'), true),
+               td(whatCell(x)), td(kindCell(x)), td(val(k + 'bytes', x.bytes, 'bytes'), true),
                td(val(k + 'blocks', x.blocks, 'count'), true),
                td([val(k + 'percent', x.percent, 'percent'), h('div', { class: 'bar' }, h('span', { style: 'width:' + (100 * x.bytes / max).toFixed(1) + '%' }))], true));
     }), many ? [false, false, false, false, false, false, true, true, true] : [false, false, false, false, false, true, true, true]);
