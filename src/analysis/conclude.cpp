@@ -469,9 +469,14 @@ std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
     freed_before += tl.frees_before_window;
   }
   if (before || freed_before) {
-    out.push_back(sentence("the trace starts mid-run (or history was enabled late): {} live block{} and {} free{} refer to "
-                           "allocations made before the window; the peak counts them from the final state",
-                           before, std::string(before == 1 ? "" : "s"), freed_before, std::string(freed_before == 1 ? "" : "s")));
+    // "75 live blocks refer", "1 free refers", "4 live blocks and 1 free refer": no count of zero.
+    std::string what;
+    if (before) what = fmt::format("{} live block{}", before, plural_s(before));
+    if (freed_before) what += fmt::format("{}{} free{}", before ? " and " : "", freed_before, plural_s(freed_before));
+    const bool one = before + freed_before == 1;
+    out.push_back(sentence("the trace starts mid-run (or history was enabled late): {} refer{} to allocations made before the window; "
+                           "the peak counts them from the final state",
+                           what, std::string(one ? "s" : "")));
   }
   for (const Site& site : a.sites) {
     if (site.no_stack && site.bytes) {

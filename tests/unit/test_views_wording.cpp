@@ -306,6 +306,12 @@ TEST(ReportWording, CountsOfOneAreSingular) {
   EXPECT_NE(one_block.find("  - 1 stack-less block: 1 x 21.96 MiB\n"), std::string::npos);
   EXPECT_NE(one_block.find("22.00 MiB of live memory (100%) in 1 block has no stack"), std::string::npos);
   EXPECT_EQ(one_block.find(" 1 blocks has"), std::string::npos);
+  // No count of zero: a trace that only starts mid-run by its live blocks says just those.
+  const std::string no_free = render("JasperSolt_EoR_NN_snapshot.pickle");
+  EXPECT_NE(no_free.find("(or history was enabled late): 31 live blocks refer\n    to allocations made before the window"),
+            std::string::npos)
+      << no_free;
+  EXPECT_NE(one_event.find("541 live blocks and\n    1 free refer to allocations"), std::string::npos) << one_event;
 }
 
 }  // namespace views_wording_tests
