@@ -40,6 +40,7 @@ struct PeakContext {
   std::uint64_t peak = 0;
   std::size_t span = 0;     // the peak's span
   std::vector<std::uint8_t> phase_memo;  // by stack: Phase + 1 (0: not known yet)
+  std::vector<std::uint8_t> held_memo;   // by stack: 1 + held_without_autograd (0: not known yet)
   bool training_elsewhere = false;       // another device shows a backward or an optimizer step
   std::uint64_t trained_state = 0;       // gradient + optimizer state bytes live at the peak (the budget)
   std::uint64_t gradients = 0, optimizer_state = 0;  // its two parts
@@ -54,6 +55,17 @@ struct PeakContext {
     if (stack == kNoStack || stack >= phase_memo.size()) return Phase::Other;
     if (phase_memo[stack] == 0) phase_memo[stack] = static_cast<std::uint8_t>(phase_of_stack(s, stack)) + 1;
     return static_cast<Phase>(phase_memo[stack] - 1);
+  }
+  // Memory a forward keeps whether or not autograd saves anything: autocast's cast cache (until
+  // the autocast region exits), a KV cache, a library workspace. inference_mode frees none of it.
+  bool held_without_autograd(StackId stack) {
+    if (stack == kNoStack) return false;
+    if (held_memo.size() < s.stack_count()) held_memo.resize(s.stack_count(), 0);
+    if (held_memo[stack] == 0) {
+      const Category kind = categorize_stack(s, stack);
+      held_memo[stack] = 1 + (kind == Category::AutocastCopy || kind == Category::KvCache || kind == Category::Workspace);
+    }
+    return held_memo[stack] == 2;
   }
   // The span holding event k, or SIZE_MAX.
   std::size_t span_of(std::size_t k) const {
@@ -178,7 +190,7 @@ std::optional<Pattern> activations_without_backward(PeakContext& c) {
   for (const Lifetime& l : c.live_at_peak()) {
     const bool before = l.alloc == kBeforeWindow;
     if (!before && (l.alloc < sp.first || l.alloc >= c.p)) continue;
-    if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward) continue;
+    if (l.stack == kNoStack || c.stack_phase(l.stack) != Phase::Forward || c.held_without_autograd(l.stack)) continue;
     auto*& site = site_of_stack[l.stack];
     if (!site) site = &by_site[site_label(c.s, l.stack)];
     site->push_back(&l);
@@ -237,7 +249,7 @@ std::optional<Pattern> forward_tensors_after_backward(PeakContext& c) {
   for (const Lifetime& l : c.live_at_peak()) {
     if (l.alloc == kBeforeWindow || l.alloc >= c.p) continue;
     const std::size_t sp = c.span_of(l.alloc);
-    if (sp == SIZE_MAX || !done[sp] || c.stack_phase(l.stack) != Phase::Forward) continue;
+    if (sp == SIZE_MAX || !done[sp] || c.stack_phase(l.stack) != Phase::Forward || c.held_without_autograd(l.stack)) continue;
     kept.add(c.s, l);
   }
   if (!c.significant(kept.bytes)) return std::nullopt;

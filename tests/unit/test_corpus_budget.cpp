@@ -166,13 +166,15 @@ TEST(CorpusBudget, TheLossIsPartOfTheForwardsActivations) {
   EXPECT_EQ(a.headline.rfind("Forward activations dominate the peak: 11.08 GiB (85% of the 12.97 GiB peak) ", 0), 0u) << a.headline;
 }
 
-// kkaitlyn111's forward benchmark with autograd on: 24.39 GiB (66% of the peak) of activations kept
-// for a backward the trace never runs leads the headline, hedged: the run trained before.
+// kkaitlyn111's forward benchmark with autograd on: 13.85 GiB (37% of the peak) of activations kept
+// for a backward the trace never runs leads the headline, hedged: the run trained before. The
+// 10.51 GiB of autocast's weight copies beside them are not counted: inference_mode would not free
+// them (the autocast_weight_copies finding says what would).
 TEST(CorpusBudget, ActivationsWithoutBackwardLeadTheHeadline) {
   const auto file = std::filesystem::path(corpus_dir()) / "kkaitlyn111_cs336-a2-systems_memory_files_memory_ctx512_forward_mixed.pickle";
   if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found at " << corpus_dir();
   const Analysis a = analyze(load_snapshot(file.string()));
-  EXPECT_EQ(a.headline.rfind("Activations are kept for a backward pass that never runs: 24.39 GiB (66% of the 37.12 GiB peak) ", 0), 0u)
+  EXPECT_EQ(a.headline.rfind("Activations are kept for a backward pass that never runs: 13.85 GiB (37% of the 37.12 GiB peak) ", 0), 0u)
       << a.headline;
   EXPECT_NE(a.headline.find("; if a backward does follow after the dump (the run trained before the recording), it needs these activations. "
                             "At the peak 37.12 GiB is live on device 0: "),

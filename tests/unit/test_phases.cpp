@@ -119,6 +119,19 @@ TEST(Phases, SavedActivationsWithNoBackward) {
   }
 }
 
+// Under autocast the cast cache's weight copies (64 MiB) are live at the peak too, but autograd does
+// not hold them: inference_mode would free the activations alone, and the finding counts those.
+TEST(Phases, SavedActivationsWithNoBackwardLeaveTheCastCacheOut) {
+  const Analyzed x = analyzed("forward_only_under_autocast");
+  EXPECT_EQ(peak_phase(x.analysis), Phase::Evaluation);
+  const Pattern* p = pattern(x.analysis, PatternId::ActivationsWithoutBackward);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->saving_bytes, x.expect.at("saved_activation_bytes").get<std::uint64_t>());
+  const MemoryBudget* peak = peak_budget(x.analysis.budgets, 0);
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(bytes_by_kind(*peak)[static_cast<std::size_t>(Category::AutocastCopy)], x.expect.at("autocast_copy_bytes").get<std::uint64_t>());
+}
+
 TEST(Phases, TrainingStateThroughAnEvaluation) {
   // Two training steps ran before the recording; then a no_grad evaluation. Their gradients and
   // AdamW state have no stacks: the peak's budget names them by size, and so does the phases line.
