@@ -579,13 +579,13 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
 namespace {
 
 
-// "autocast_copy +241.16 MiB (most at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
+// "autocast_copy +241.16 MiB (largest at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
 std::string kind_changes(const DiffReport& d, std::size_t most) {
   std::string out;
   for (std::size_t i = 0; i < d.kinds.size() && i < most; ++i) {
     const KindDelta& k = d.kinds[i];
     out += fmt::format("{}{} {}", out.empty() ? "" : ", ", category_name(k.category), Bytes(k.delta, true).text());
-    if (!k.top_site.empty()) out += fmt::format(" (most at {} ({}), {})", k.top_site, k.top_function, Bytes(k.top_site_delta, true).text());
+    if (!k.top_site.empty()) out += fmt::format(" (largest at {} ({}), {})", k.top_site, k.top_function, Bytes(k.top_site_delta, true).text());
   }
   return out;
 }

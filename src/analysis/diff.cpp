@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "analysis/memory_budget.h"
 #include "analysis/patterns.h"
 #include "analysis/steps.h"
 #include "base/checked.h"
@@ -213,6 +214,23 @@ std::vector<Pattern> diff_patterns(const DiffReport& d) {
   return out;
 }
 
+// The bytes by kind that one side's report gives: its peak device's peak budget, or every device's
+// budget at the end; none when the analysis has no such budget.
+std::optional<KindTotals> budget_kinds(const Analysis& a, bool at_peak) {
+  if (at_peak) {
+    const MemoryBudget* peak = peak_budget(a.budgets, a.peak_device);
+    return peak ? std::optional(bytes_by_kind(*peak)) : std::nullopt;
+  }
+  std::optional<KindTotals> out;
+  for (const MemoryBudget& b : a.budgets) {
+    if (b.moment != BudgetMoment::End) continue;
+    if (!out) out.emplace();
+    const KindTotals kinds = bytes_by_kind(b);
+    for (std::size_t c = 0; c < kinds.size(); ++c) (*out)[c] += kinds[c];
+  }
+  return out;
+}
+
 // Peak against peak, by site and by kind; the settings that differ; and whether the pair is two runs.
 void compare_runs(const Snapshot& before, const Analysis& ba, const Snapshot& after, const Analysis& aa, const std::string& separate,
                   DiffReport& d) {
@@ -220,7 +238,8 @@ void compare_runs(const Snapshot& before, const Analysis& ba, const Snapshot& af
   d.peak_after = aa.totals.overall.peak_allocated;
   d.kinds_at_peak = d.peak_before && d.peak_after;
   if (d.kinds_at_peak) d.peak_sites = diff_sites(ba.sites_at_peak, aa.sites_at_peak);
-  d.kinds = d.kinds_at_peak ? kind_deltas(ba.sites_at_peak, aa.sites_at_peak) : kind_deltas(ba.sites, aa.sites);
+  d.kinds = d.kinds_at_peak ? kind_deltas(ba.sites_at_peak, aa.sites_at_peak, budget_kinds(ba, true), budget_kinds(aa, true))
+                            : kind_deltas(ba.sites, aa.sites, budget_kinds(ba, false), budget_kinds(aa, false));
   d.settings = setting_changes(before.settings, after.settings);
   auto stackless = [](const std::vector<Site>& sites) { return std::all_of(sites.begin(), sites.end(), [](const Site& s) { return s.no_stack; }); };
   d.stacks_on_neither = stackless(ba.sites) && stackless(aa.sites);

@@ -45,15 +45,19 @@ std::optional<StepAlignedDiff> step_aligned(const std::vector<DeviceSteps>& befo
   return d;
 }
 
-std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after) {
+std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after,
+                                   const std::optional<KindTotals>& before_kinds, const std::optional<KindTotals>& after_kinds) {
+  const bool from_budgets = before_kinds && after_kinds;
   std::map<Category, KindDelta> by_kind;
   std::map<std::pair<Category, std::string>, std::int64_t> site_delta;
   std::map<std::string, std::string> function_of;
   auto add = [&](const std::vector<Site>& sites, bool is_after) {
     for (const Site& s : sites) {
-      KindDelta& k = by_kind[s.category];
-      k.category = s.category;
-      (is_after ? k.after : k.before) += s.bytes;
+      if (!from_budgets) {
+        KindDelta& k = by_kind[s.category];
+        k.category = s.category;
+        (is_after ? k.after : k.before) += s.bytes;
+      }
       if (s.no_stack) continue;
       auto& d = site_delta[{s.category, s.site}];
       d = is_after ? saturating_add(d, saturating_int64(s.bytes)) : saturating_sub(d, saturating_int64(s.bytes));
@@ -62,6 +66,12 @@ std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::v
   };
   add(before, false);
   add(after, true);
+  if (from_budgets) {
+    for (std::size_t c = 0; c < before_kinds->size(); ++c) {
+      if ((*before_kinds)[c] == 0 && (*after_kinds)[c] == 0) continue;
+      by_kind[static_cast<Category>(c)] = {static_cast<Category>(c), (*before_kinds)[c], (*after_kinds)[c]};
+    }
+  }
   std::vector<KindDelta> out;
   for (auto& [category, k] : by_kind) {
     k.delta = saturating_difference(k.before, k.after);
@@ -73,6 +83,8 @@ std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::v
         k.top_site_delta = d;
       }
     }
+    // A site with a sliver of the change (the rest stack-less, or spread thin) explains nothing.
+    if (absolute_difference(k.top_site_delta, 0) * 8 < absolute_difference(k.delta, 0)) k.top_site.clear(), k.top_site_delta = 0;
     if (!k.top_site.empty()) k.top_function = function_of[k.top_site];
     out.push_back(k);
   }

@@ -3,6 +3,7 @@
 // allocator settings that differ.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,8 +36,16 @@ struct KindDelta {
   std::int64_t top_site_delta = 0;
 };
 
-// Kinds by |delta|, largest first; kinds equal on both sides are left out.
-std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after);
+// Bytes by kind (indexed by Category) at the compared moment, as each side's budget counts them.
+using KindTotals = std::array<std::uint64_t, EnumNames<Category>::names.size()>;
+
+// Kinds by |delta|, largest first; kinds equal on both sides are left out. The kinds' bytes are the
+// budgets' when both are given (`before_kinds`, `after_kinds`: stack-less blocks told by their
+// sizes, as each report's own budget says them), else the sites'; the top site of a kind comes
+// from the sites, named only when it holds at least an eighth of the kind's change.
+std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::vector<Site>& after,
+                                   const std::optional<KindTotals>& before_kinds = std::nullopt,
+                                   const std::optional<KindTotals>& after_kinds = std::nullopt);
 
 struct SettingChange {
   std::string key, before, after;  // values as compact JSON; "" when absent on that side

@@ -329,7 +329,7 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
     out += fmt::format("  By kind{}:\n", d.kinds_at_peak ? ", peak against peak" : ", live at the end");
     for (const KindDelta& k : d.kinds) {
       out += wrap(fmt::format("{:>12}  {:<16} {} -> {}{}", signed_bytes(k.delta), category_name(k.category), format_bytes(k.before), format_bytes(k.after),
-                              k.top_site.empty() ? "" : fmt::format(", most at {} ({}) {}", k.top_site, k.top_function, signed_bytes(k.top_site_delta))),
+                              k.top_site.empty() ? "" : fmt::format(", largest at {} ({}) {}", k.top_site, k.top_function, signed_bytes(k.top_site_delta))),
                   "  ", "                ");
     }
   }
