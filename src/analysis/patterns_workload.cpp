@@ -24,7 +24,7 @@ constexpr std::size_t kMinWorkloadPercent = 5;
 // Saved activations with no backward: bytes and share of the peak, and how often a site repeats
 // (once per layer) for its tensors to count as saved for a backward.
 constexpr std::uint64_t kMinSavedBytes = 256 * kMiB;
-constexpr std::size_t kMinSavedPercent = 20;
+constexpr std::size_t kMinSavedPercent = 10;
 constexpr std::size_t kMinRepeats = 3;
 constexpr std::size_t kMinSavedSites = 3;
 // Attention scores.
