@@ -362,7 +362,8 @@ std::vector<NextStep> pattern_steps(const Snapshot& s, const Analysis& a, std::u
       first = false;
       (defer_generic && generic_capacity_fix(p->id, f) ? generic : out).push_back(std::move(step));
     }
-    if (names_a_saving(*p)) after_savings = out.size();
+    // After a saving's steps, and never before the capacity OOM's own (its pool fixes) when it leads.
+    if (names_a_saving(*p) || p->id == PatternId::Capacity) after_savings = out.size();
   }
   out.insert(out.begin() + static_cast<std::ptrdiff_t>(after_savings), generic.begin(), generic.end());
   return out;
@@ -579,7 +580,7 @@ void conclude_ranks(const RankReport& r, Analysis& body) {
 namespace {
 
 
-// "autocast_copy +241.16 MiB (largest at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
+// "autocast_copy +231.40 MiB (largest at linear.py:15 (forward), +79.16 MiB)", for the kinds that moved most.
 std::string kind_changes(const DiffReport& d, std::size_t most) {
   std::string out;
   for (std::size_t i = 0; i < d.kinds.size() && i < most; ++i) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "analysis/analyze.h"
+#include "analysis/conclude.h"
 #include "analysis/layout_replay.h"
 #include "model/load.h"
 #include "report/dump.h"
@@ -245,6 +246,32 @@ std::vector<std::pair<PatternId, FixId>> fix_steps(const Analysis& a) {
     if (step.pattern && step.fix) out.emplace_back(*step.pattern, step.fix->id);
   }
   return out;
+}
+
+// A device imbalance behind the OOM leads (its saving), then the capacity OOM's fix about this OOM
+// (made in a graph's private pool), and only then its generic fixes: never before the pool fix.
+TEST(Format4, APoolFixStaysBeforeTheGenericFixesBehindAnImbalance) {
+  Analysis a;
+  a.peak_device = 1;
+  OomAnalysis oom;
+  oom.event.device = 1;
+  a.ooms.push_back(oom);
+  Pattern capacity;
+  capacity.id = PatternId::Capacity;
+  capacity.verdict = Verdict::Problem;
+  capacity.fix = {fix(FixId::GraphPoolOom, std::string("(1,0)")), fix(FixId::SmallerBatch), fix(FixId::LowerPrecision)};
+  Pattern imbalance;
+  imbalance.id = PatternId::DeviceImbalance;
+  imbalance.verdict = Verdict::Problem;
+  imbalance.saving_bytes = 1ull << 30;
+  imbalance.fix = {fix(FixId::UseDdpNotDataParallel)};
+  a.patterns = {capacity, imbalance};
+  const Snapshot s;
+  std::vector<FixId> order;
+  for (const NextStep& step : conclude(s, a).next_steps) {
+    if (step.fix) order.push_back(step.fix->id);
+  }
+  EXPECT_EQ(order, (std::vector<FixId>{FixId::UseDdpNotDataParallel, FixId::GraphPoolOom, FixId::SmallerBatch, FixId::LowerPrecision}));
 }
 
 // A capacity OOM leads the diagnosis, but its fixes for any workload (a smaller batch, lower
