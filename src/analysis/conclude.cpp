@@ -483,7 +483,7 @@ std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
     if (site.no_stack && site.bytes) {
       out.push_back(sentence("{} of live memory ({:.0f}%) in {} block{} has no stack: allocated before history was recorded, "
                              "recorded without context, or from the backward pass without C++ frames",
-                             Bytes(site.bytes), site.percent, site.blocks, std::string(site.blocks == 1 ? "" : "s")));
+                             Bytes(site.bytes), site.percent, site.blocks, plural_s(site.blocks)));
     }
   }
   if (std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) { return b.from_history; })) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/enum_names.h"
+#include "base/plural.h"
 
 namespace memsnap {
 
@@ -103,9 +104,6 @@ Arg to_arg(T&& v) {
   else if constexpr (std::is_integral_v<D>) return Arg(static_cast<std::uint64_t>(v));
   else return Arg(std::string(std::forward<T>(v)));
 }
-
-// The plural ending of a count's noun: "" for one, "s" otherwise (sentence("{} block{}", n, plural_s(n))).
-inline std::string plural_s(std::uint64_t n) { return n == 1 ? "" : "s"; }
 
 // sentence("{} live in {} blocks", Bytes(n), blocks)
 template <class... A>

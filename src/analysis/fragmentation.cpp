@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
+#include "base/plural.h"
 #include "base/units.h"
 
 namespace memsnap {
@@ -166,7 +167,7 @@ PoolView pool_view(const std::vector<Gap>& gaps, const OomEvent& oom, std::uint6
   return v;
 }
 
-std::string plural_segments(std::uint64_t n) { return fmt::format("{} segment{}", n, n == 1 ? "" : "s"); }
+std::string plural_segments(std::uint64_t n) { return fmt::format("{} segment{}", n, plural_s(n)); }
 
 // Capacity when nothing could hold the request or live memory alone nearly fills the device;
 // fragmentation when the request exceeds every reusable block although the fragments (free

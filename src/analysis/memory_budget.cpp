@@ -13,6 +13,7 @@
 #include "analysis/known_allocators.h"
 #include "analysis/plausibility.h"
 #include "base/format_bytes.h"
+#include "base/plural.h"
 
 namespace memsnap {
 namespace {
@@ -297,7 +298,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
     before += items[k].provenance == Provenance::BeforeWindow ? items[k].bytes : 0;
     no_trace += items[k].provenance == Provenance::NoTrace ? items[k].bytes : 0;
   }
-  budget.evidence.push_back(fmt::format("{} stack-less block{}: {}", stackless.size(), stackless.size() == 1 ? "" : "s",
+  budget.evidence.push_back(fmt::format("{} stack-less block{}: {}", stackless.size(), plural_s(stackless.size()),
                                          size_groups_text(unexplained)));
   if (before > 0) {
     budget.evidence.push_back(fmt::format("{} of it was allocated before the recording began (no alloc in the window: proven by the trace)",

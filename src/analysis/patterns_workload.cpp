@@ -59,8 +59,7 @@ struct PeakContext {
   // Memory a forward keeps whether or not autograd saves anything: autocast's cast cache (until
   // the autocast region exits), a KV cache, a library workspace. inference_mode frees none of it.
   bool held_without_autograd(StackId stack) {
-    if (stack == kNoStack) return false;
-    if (held_memo.size() < s.stack_count()) held_memo.resize(s.stack_count(), 0);
+    if (stack == kNoStack || stack >= held_memo.size()) return false;
     if (held_memo[stack] == 0) {
       const Category kind = categorize_stack(s, stack);
       held_memo[stack] = 1 + (kind == Category::AutocastCopy || kind == Category::KvCache || kind == Category::Workspace);
@@ -550,7 +549,7 @@ std::vector<Pattern> workload_patterns(const Snapshot& s, const Measured& a) {
     const DevicePhases& d = a.phases[i];
     if (t.device != a.peak_device || !d.peak || !t.peak_allocated || *t.peak_allocated <= 0) continue;
     PeakContext c{s, t, d, s.events_of(t.device), t.peak_index, static_cast<std::uint64_t>(*t.peak_allocated), d.peak->span,
-                  std::vector<std::uint8_t>(s.stack_count(), 0)};
+                  std::vector<std::uint8_t>(s.stack_count(), 0), std::vector<std::uint8_t>(s.stack_count(), 0)};
     trained_state_at_peak(a, t.device, c);
     for (const DevicePhases& other : a.phases) c.training_elsewhere |= other.has(Phase::Backward) || other.has(Phase::OptimizerStep);
     for (auto detect : {stale_gradients, activations_without_backward, forward_tensors_after_backward, optimizer_step_temporaries,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
+#include "base/plural.h"
 #include "report/text_wrap.h"
 
 namespace memsnap {
@@ -29,7 +30,7 @@ std::string source_text(KindSource source) {
 }
 
 void budget_table(std::string& out, const MemoryBudget& b) {
-  out += fmt::format("  {}: {} live in {} block{}\n", moment_text(b), format_bytes(b.live_bytes), b.blocks, b.blocks == 1 ? "" : "s");
+  out += fmt::format("  {}: {} live in {} block{}\n", moment_text(b), format_bytes(b.live_bytes), b.blocks, plural_s(b.blocks));
   std::uint64_t rest_bytes = 0, rest_blocks = 0;
   for (std::size_t i = 0; i < b.rows.size(); ++i) {
     const BudgetRow& row = b.rows[i];

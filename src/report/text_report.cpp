@@ -19,6 +19,7 @@
 #include "base/checked.h"
 #include "report/allocator_settings_text.h"
 #include "base/format_bytes.h"
+#include "base/plural.h"
 
 namespace memsnap {
 namespace {
@@ -101,7 +102,7 @@ std::string other_kinds_line(const Site& s, WrapText wrap) {
   std::string kinds;
   for (const SiteKind& k : s.other_kinds) {
     kinds += fmt::format("{}{} {} in {} block{}", kinds.empty() ? "" : ", ", category_name(k.kind), format_bytes(k.bytes), k.blocks,
-                         k.blocks == 1 ? "" : "s");
+                         plural_s(k.blocks));
   }
   return wrap(kinds, "      also ", "           ");
 }
@@ -160,14 +161,13 @@ void timeline_section(std::string& out, const Analysis& a) {
     out += no_device_history_text(a);
     return;
   }
-  out += fmt::format("  {} event{} analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, a.trace.analyzed == 1 ? "" : "s",
+  out += fmt::format("  {} event{} analyzed ({} in the file, {} dropped)\n", a.trace.analyzed, plural_s(a.trace.analyzed),
                      a.trace.events, a.trace.dropped);
   for (const auto& t : a.timelines) {
-    const auto s = [](std::uint64_t n) { return n == 1 ? "" : "s"; };
     out += wrap(fmt::format("device {}: {} alloc/free pair{} completed, {} free{} of memory allocated before the "
                             "window, {} free request{} still pending ({}), {}",
-                            t.device, t.matched_frees, s(t.matched_frees), t.frees_before_window, s(t.frees_before_window),
-                            t.pending_requests, s(t.pending_requests), format_bytes(t.pending_bytes), timeline_peak_text(t)),
+                            t.device, t.matched_frees, plural_s(t.matched_frees), t.frees_before_window, plural_s(t.frees_before_window),
+                            t.pending_requests, plural_s(t.pending_requests), format_bytes(t.pending_bytes), timeline_peak_text(t)),
                 "  ", "    ");
     std::size_t shown = 0;
     for (const auto& m : t.steps) {
