@@ -87,8 +87,9 @@ void check_trace_overlap(const LoadedSnapshot& before, const Analysis& ba, const
 
 // The warnings that the pair may not be from one run; `separate` names the evidence that it is
 // two separate runs (different settings, devices or parameter memory).
-std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analysis& ba, const LoadedSnapshot& after,
-                                       const Analysis& aa, std::string& separate) {
+// `before_sites`: the earlier analysis' sites with its paths rebased onto the later's (checkout_roots).
+std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analysis& ba, const std::vector<Site>& before_sites,
+                                       const LoadedSnapshot& after, const Analysis& aa, std::string& separate) {
   std::vector<std::string> w;
   const std::string bd = device_list(ba.totals), ad = device_list(aa.totals);
   if (bd != ad) {
@@ -109,7 +110,7 @@ std::vector<std::string> pair_warnings(const LoadedSnapshot& before, const Analy
   check_trace_overlap(before, ba, after, aa, w);
   std::set<std::string> keys;
   std::size_t with_stack_before = 0, with_stack_after = 0, common = 0;
-  for (const Site& s : ba.sites) {
+  for (const Site& s : before_sites) {
     if (s.no_stack) continue;
     keys.insert(key_of(s));
     ++with_stack_before;
@@ -232,14 +233,17 @@ std::optional<KindTotals> budget_kinds(const Analysis& a, bool at_peak) {
 }
 
 // Peak against peak, by site and by kind; the settings that differ; and whether the pair is two runs.
-void compare_runs(const Snapshot& before, const Analysis& ba, const Snapshot& after, const Analysis& aa, const std::string& separate,
+// `before_sites`, `before_peak_sites`: the earlier analysis' sites and sites at its peak, rebased
+// onto the later's paths.
+void compare_runs(const Snapshot& before, const Analysis& ba, const std::vector<Site>& before_sites,
+                  const std::vector<Site>& before_peak_sites, const Snapshot& after, const Analysis& aa, const std::string& separate,
                   DiffReport& d) {
   d.peak_before = ba.totals.overall.peak_allocated;
   d.peak_after = aa.totals.overall.peak_allocated;
   d.kinds_at_peak = d.peak_before && d.peak_after;
-  if (d.kinds_at_peak) d.peak_sites = diff_sites(ba.sites_at_peak, aa.sites_at_peak);
-  d.kinds = d.kinds_at_peak ? kind_deltas(ba.sites_at_peak, aa.sites_at_peak, budget_kinds(ba, true), budget_kinds(aa, true))
-                            : kind_deltas(ba.sites, aa.sites, budget_kinds(ba, false), budget_kinds(aa, false));
+  if (d.kinds_at_peak) d.peak_sites = diff_sites(before_peak_sites, aa.sites_at_peak);
+  d.kinds = d.kinds_at_peak ? kind_deltas(before_peak_sites, aa.sites_at_peak, budget_kinds(ba, true), budget_kinds(aa, true))
+                            : kind_deltas(before_sites, aa.sites, budget_kinds(ba, false), budget_kinds(aa, false));
   d.settings = setting_changes(before.settings, after.settings);
   auto stackless = [](const std::vector<Site>& sites) { return std::all_of(sites.begin(), sites.end(), [](const Site& s) { return s.no_stack; }); };
   d.stacks_on_neither = stackless(ba.sites) && stackless(aa.sites);
@@ -314,14 +318,17 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   d.after_path = after.input.path;
   d.before = ba.totals.overall;
   d.after = aa.totals.overall;
-  d.sites = diff_sites(ba.sites, aa.sites);  // with the categories both analyses settled
+  d.roots = checkout_roots(ba.sites, aa.sites);
+  const std::vector<Site> before_sites = rebased(ba.sites, d.roots);
+  const std::vector<Site> before_peak_sites = rebased(ba.sites_at_peak, d.roots);
+  d.sites = diff_sites(before_sites, aa.sites);  // with the categories both analyses settled
   const auto sb = last_profiler_step(before.snapshot), sa = last_profiler_step(after.snapshot);
   if (sb && sa && *sa > *sb) d.steps_between = *sa - *sb;
   const auto tb = newest_time(before.snapshot), ta = newest_time(after.snapshot);
   if (tb && ta) d.seconds_between = double(*ta - *tb) / 1e6;
   std::string separate;
-  d.warnings = pair_warnings(before, ba, after, aa, separate);
-  compare_runs(before.snapshot, ba, after.snapshot, aa, separate, d);
+  d.warnings = pair_warnings(before, ba, before_sites, after, aa, separate);
+  compare_runs(before.snapshot, ba, before_sites, before_peak_sites, after.snapshot, aa, separate, d);
   // Growth between snapshots that may not belong together proves nothing: no verdicts then.
   if (d.warnings.empty() && d.relation == DiffRelation::OneRun) classify(d.sites, aa);
   d.patterns = diff_patterns(d);

@@ -1,5 +1,6 @@
 // Two snapshots of one run, compared site by site: live bytes and blocks per allocation site,
-// matched by the resolved file:line and function (never by address), new / grown / shrunk /
+// matched by the resolved file:line and function (never by address; files of two clones by their
+// path within the clone, analysis/checkout_roots.h), new / grown / shrunk /
 // removed, with the sites that grew in both bytes and blocks (>= 2 blocks) called leaking or
 // retained and the pattern they match. Also warns when the pair cannot be from the same run
 // (different devices or allocator settings, LATER older than PATH, the later trace replaying
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "analysis/analyze.h"
+#include "analysis/checkout_roots.h"
 #include "analysis/diff_runs.h"
 
 namespace memsnap {
@@ -66,6 +68,9 @@ struct DiffReport {
   std::vector<SettingChange> settings;
   std::optional<StepAlignedDiff> steps;  // two runs that both have steps: step i against step i
   bool stacks_on_neither = false;    // no live site has a stack on either side: growth cannot be placed
+  // The directories the earlier run's files lie in where the later's lie elsewhere (another clone):
+  // the earlier sites carry the later's paths in `sites`, `peak_sites` and `kinds`.
+  std::vector<RootChange> roots;
 };
 
 DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& before_analysis, const LoadedSnapshot& after,

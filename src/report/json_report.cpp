@@ -378,6 +378,9 @@ void add_diff_json(nlohmann::ordered_json& report, const DiffReport& d) {
     j["step_aligned"] = nullptr;
   }
   j["stacks_on_neither"] = d.stacks_on_neither;
+  auto roots = nlohmann::ordered_json::array();
+  for (const RootChange& r : d.roots) roots.push_back({{"before", r.before}, {"after", r.after}, {"files", r.files}});
+  j["checkout_roots"] = roots;
   report["diff"] = j;
 }
 

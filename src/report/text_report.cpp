@@ -322,6 +322,11 @@ std::string diff_text(const DiffReport& d, std::size_t top) {
                 "  ", "    ");
   }
   if (d.relation == DiffRelation::TwoRuns) out += wrap("two runs, not two points of one run: " + d.relation_evidence, "  ", "    ");
+  for (const RootChange& r : d.roots) {
+    out += wrap(fmt::format("files under {} in the earlier are matched with the same files under {} in the later ({} file{})", r.before, r.after,
+                            r.files, plural_s(r.files)),
+                "  ", "    ");
+  }
   for (const SettingChange& c : d.settings) {
     out += wrap(fmt::format("setting {}: {} -> {}", c.key, c.before.empty() ? "(absent)" : c.before, c.after.empty() ? "(absent)" : c.after), "  ", "    ");
   }
