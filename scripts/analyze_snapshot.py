@@ -43,8 +43,8 @@ def main(argv=None):
     args, rest = ap.parse_known_args(argv)
     memsnap = find_memsnap()
     if not memsnap:
-        sys.stderr.write("analyze_snapshot.py: memsnap not found; build it (cmake -S . -B build -G Ninja && "
-                         "cmake --build build) or set MEMSNAP=/path/to/memsnap\n")
+        sys.stderr.write("analyze_snapshot.py: memsnap not found; build it (scripts/build.sh) "
+                         "or set MEMSNAP=/path/to/memsnap\n")
         return 2
     cmd = [memsnap] + ([args.snapshot] if args.snapshot else [])
     if args.diff:

@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
-# CI time is compile time on 2 cores: the release build carries no debug info (-O2, as
-# RelWithDebInfo, without -g) and the sanitizer build only line tables (-g1: ASan/UBSan reports
-# still name file:line); configure a build of your own with RelWithDebInfo to debug it.
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" >/dev/null
-cmake --build build -j "$jobs"
+# The release build is the README's (scripts/build.sh: optimized with profile feedback, no debug
+# info), so the tests run the binary a user builds; the sanitizer build carries only line tables
+# (-g1: ASan/UBSan reports still name file:line). Configure a build of your own with
+# RelWithDebInfo to debug.
+scripts/build.sh build
 (cd build && ctest --output-on-failure -j "$jobs")
 
 # The libFuzzer target (clang) builds, and its corpus replays under it: a third full build, so
