@@ -84,6 +84,28 @@ void totals_section(std::string& out, const Totals& t) {
   line("peak reserved (trace)", peak_text(t.peak_reserved, t.reserved_peak_at_window_start, t.peak_certainty));
 }
 
+// Whether a device listed in the totals holds nothing at all: no segment, and a trace that never
+// has a byte live (a device whose trace is only the snapshot marker).
+bool holds_nothing(const Totals& t) {
+  return t.reserved == 0 && t.allocated == 0 && t.peak_allocated.value_or(0) == 0 && t.peak_reserved.value_or(0) == 0;
+}
+
+// One section per device when several hold memory; a device that holds nothing is one line.
+void device_totals_sections(std::string& out, const std::vector<DeviceTotals>& devices) {
+  const auto used = std::count_if(devices.begin(), devices.end(), [](const DeviceTotals& d) { return !holds_nothing(d.totals); });
+  for (const DeviceTotals& d : devices) {
+    if (holds_nothing(d.totals)) {
+      out += fmt::format("  device {} holds nothing: no segment, and no byte live in its trace\n", d.device);
+    }
+  }
+  if (used < 2) return;
+  for (const DeviceTotals& d : devices) {
+    if (holds_nothing(d.totals)) continue;
+    out += fmt::format("\nDevice {}\n", d.device);
+    totals_section(out, d.totals);
+  }
+}
+
 // The no-stack bucket says what the trace proves about where its blocks came from.
 std::string no_stack_label(const Site& s) {
   const std::uint64_t before = s.bytes_by_provenance[static_cast<std::size_t>(Provenance::BeforeWindow)];
@@ -242,12 +264,7 @@ std::string text_report(const ReportInput& in) {
   if (in.diff) out += diff_text(*in.diff, a.options.top);
   out += "\nTotals\n";
   totals_section(out, a.totals.overall);
-  if (a.totals.devices.size() > 1) {
-    for (const auto& d : a.totals.devices) {
-      out += fmt::format("\nDevice {}\n", d.device);
-      totals_section(out, d.totals);
-    }
-  }
+  device_totals_sections(out, a.totals.devices);
   memory_pools_text(out, a.memory_pools);
   budget_text_section(out, a);
   out += "\nWhere the live memory was allocated\n";

@@ -314,5 +314,19 @@ TEST(ReportWording, CountsOfOneAreSingular) {
   EXPECT_NE(one_event.find("541 live blocks and\n    1 free refer to allocations"), std::string::npos) << one_event;
 }
 
+// A device whose trace is only the snapshot marker (Muduard's 7bced59: device 0 has one 'snapshot'
+// entry, no segment) gets one line in the totals, not a section of zeros; and with one device left
+// holding memory, its section would repeat the totals: none.
+TEST(ReportWording, ADeviceThatHoldsNothingIsOneLine) {
+  const auto file = test::corpus_dir() / "Muduard_LayoutEditing_dump_snapshot_7bced59.pickle";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "real corpus not found";
+  const LoadedSnapshot loaded = load_snapshot(file.string());
+  const std::string text = text_report({loaded, analyze(loaded)});
+  EXPECT_NE(text.find("  device 0 holds nothing: no segment, and no byte live in its trace\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\nDevice 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\nDevice 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  reserved (segments)           10.50 GiB\n"), std::string::npos) << text;
+}
+
 }  // namespace views_wording_tests
 }  // namespace memsnap
