@@ -4,7 +4,8 @@
 # fixtures, one with C++ frames and one with Python frames only, amplified by
 # bench/amplify_snapshot.py to the structure PyTorch writes for a long trace); then the whole
 # build (tests included) is compiled again using what it measured. The reports are the same;
-# reads and reports of large snapshots take 1.1-1.2x less time (bench/README.md §27).
+# large snapshots read and report up to 1.1x faster with C++ frames and 1.2x with Python frames
+# only (bench/README.md §27).
 #
 #   scripts/build.sh [BUILD_DIR] [extra cmake arguments...]     (BUILD_DIR defaults to build)
 #
