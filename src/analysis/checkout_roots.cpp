@@ -6,11 +6,16 @@
 #include <set>
 #include <string_view>
 
+#include "base/base_name.h"
+
 namespace memsnap {
 namespace {
 
 // A shared tail must hold at least the file's directory and its name.
 constexpr std::size_t kMinSharedComponents = 2;
+
+// Pairs of same-named files compared at most (a hostile file can name many in many directories).
+constexpr std::size_t kMaxComparisons = 1'000'000;
 
 bool is_separator(char c) { return c == '/' || c == '\\'; }
 
@@ -53,14 +58,20 @@ bool share_a_line(const FileSites& a, const FileSites& b) {
 
 std::vector<RootChange> checkout_roots(const std::vector<Site>& before, const std::vector<Site>& after) {
   const auto earlier = files_of(before), later = files_of(after);
+  std::map<std::string, std::vector<const std::string*>> later_by_name;  // files on the later side only
+  for (const auto& [file, sites] : later) {
+    if (!earlier.count(file)) later_by_name[base_name(file)].push_back(&file);
+  }
   std::map<std::pair<std::string, std::string>, std::size_t> votes;
+  std::size_t compared = 0;
   for (const auto& [b_file, b_sites] : earlier) {
-    if (later.count(b_file)) continue;
-    for (const auto& [a_file, a_sites] : later) {
-      if (earlier.count(a_file)) continue;
-      const SharedTail t = shared_tail(b_file, a_file);
-      if (t.components < kMinSharedComponents || !share_a_line(b_sites, a_sites)) continue;
-      ++votes[{b_file.substr(0, t.a_start), a_file.substr(0, t.b_start)}];
+    const auto same_name = later_by_name.find(base_name(b_file));
+    if (later.count(b_file) || same_name == later_by_name.end()) continue;
+    for (const std::string* a_file : same_name->second) {
+      if (++compared > kMaxComparisons) break;
+      const SharedTail t = shared_tail(b_file, *a_file);
+      if (t.components < kMinSharedComponents || !share_a_line(b_sites, later.at(*a_file))) continue;
+      ++votes[{b_file.substr(0, t.a_start), a_file->substr(0, t.b_start)}];
     }
   }
   std::vector<RootChange> ranked;

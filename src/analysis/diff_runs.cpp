@@ -69,7 +69,10 @@ std::vector<KindDelta> kind_deltas(const std::vector<Site>& before, const std::v
   if (from_budgets) {
     for (std::size_t c = 0; c < before_kinds->size(); ++c) {
       if ((*before_kinds)[c] == 0 && (*after_kinds)[c] == 0) continue;
-      by_kind[static_cast<Category>(c)] = {static_cast<Category>(c), (*before_kinds)[c], (*after_kinds)[c]};
+      KindDelta& k = by_kind[static_cast<Category>(c)];
+      k.category = static_cast<Category>(c);
+      k.before = (*before_kinds)[c];
+      k.after = (*after_kinds)[c];
     }
   }
   std::vector<KindDelta> out;
