@@ -9,6 +9,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "analysis/fragmentation.h"
@@ -569,25 +570,38 @@ ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions&
   return j;
 }
 
-ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const HtmlOptions& o) {
-  auto maps = ojson::array();
-  ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
-  end.update(segment_map(final_rows(s, sites), sites, o, a.view.device));
-  maps.push_back(std::move(end));
-  // The newest OOMs with a trace, replayed per device.
+// The layouts before the newest OOMs that have a trace (at most o.max_oom_maps), replayed per
+// device from the trace: the costly part of the maps, which reads neither the sites nor the plots.
+struct OomLayouts {
+  std::map<std::int64_t, std::vector<std::size_t>> ooms;  // by device: indices into a.ooms
+  std::map<std::int64_t, std::vector<DeviceLayout>> layouts;  // by device: one per entry of `ooms`
+};
+
+OomLayouts oom_layouts(const Snapshot& s, const Analysis& a, const HtmlOptions& o) {
+  OomLayouts out;
   std::vector<std::size_t> chosen;
   for (std::size_t i = a.ooms.size(); i-- > 0 && chosen.size() < o.max_oom_maps;) {
     if (!s.events_of(a.ooms[i].event.device).empty()) chosen.push_back(i);
   }
-  std::map<std::int64_t, std::vector<std::size_t>> by_device;
-  for (std::size_t i : chosen) by_device[a.ooms[i].event.device].push_back(i);
-  std::map<std::size_t, ojson> out;
-  for (const auto& [device, list] : by_device) {
+  for (std::size_t i : chosen) out.ooms[a.ooms[i].event.device].push_back(i);
+  for (const auto& [device, list] : out.ooms) {
     const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&, d = device](const DeviceTimeline& t) { return t.device == d; });
     if (timeline == a.timelines.end()) continue;
     std::vector<std::size_t> indices;
     for (std::size_t i : list) indices.push_back(a.ooms[i].event.index);
-    const std::vector<DeviceLayout> layouts = layouts_before(s, *timeline, indices);
+    out.layouts[device] = layouts_before(s, *timeline, indices);
+  }
+  return out;
+}
+
+ojson segment_maps(const Snapshot& s, const Analysis& a, const OomLayouts& replayed, SiteTable& sites, const HtmlOptions& o) {
+  auto maps = ojson::array();
+  ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
+  end.update(segment_map(final_rows(s, sites), sites, o, a.view.device));
+  maps.push_back(std::move(end));
+  std::map<std::size_t, ojson> out;
+  for (const auto& [device, layouts] : replayed.layouts) {
+    const std::vector<std::size_t>& list = replayed.ooms.at(device);
     for (std::size_t k = 0; k < list.size(); ++k) {
       const std::size_t i = list[k];
       ojson m = {{"kind", "oom"},
@@ -601,6 +615,18 @@ ojson segment_maps(const Snapshot& s, const Analysis& a, SiteTable& sites, const
   }
   for (auto& [i, m] : out) maps.push_back(std::move(m));
   return maps;
+}
+
+// `text` appended to `page`, every '<' escaped: inside <script> the JSON must not close the
+// element or open a comment.
+void append_script_safe(std::string& page, std::string_view text) {
+  for (std::size_t from = 0;;) {
+    const std::size_t lt = text.find('<', from);
+    page.append(text.substr(from, lt == std::string_view::npos ? std::string_view::npos : lt - from));
+    if (lt == std::string_view::npos) return;
+    page.append("\\u003c");
+    from = lt + 1;
+  }
 }
 
 }  // namespace
@@ -622,9 +648,16 @@ ojson html_plot_data(const LoadedSnapshot& loaded, const Analysis& a, const Html
     per_device.stack_points = std::min(o.stack_points, std::max<std::size_t>(share * o.stack_points / std::max<std::size_t>(o.timeline_points, 1), 200));
   }
   auto devices = ojson::array();
-  for (const DeviceTimeline& t : a.timelines) devices.push_back(device_plot(s, a, t, sites, per_device, timed, t0));
+  OomLayouts replayed;
+  parallel_for(2, [&](std::size_t task) {  // the OOMs' replays beside the plots (sites are the plots' alone)
+    if (task == 1) {
+      replayed = oom_layouts(s, a, o);
+      return;
+    }
+    for (const DeviceTimeline& t : a.timelines) devices.push_back(device_plot(s, a, t, sites, per_device, timed, t0));
+  });
   j["devices"] = std::move(devices);
-  j["segment_maps"] = segment_maps(s, a, sites, o);
+  j["segment_maps"] = segment_maps(s, a, replayed, sites, o);
   j["block_states"] = {"allocated", "pending_free", "inactive", "merged", "unknown"};
   j["sites"] = sites.take();
   j["chart_library"] = html_chart_library();
@@ -632,20 +665,19 @@ ojson html_plot_data(const LoadedSnapshot& loaded, const Analysis& a, const Html
 }
 
 std::string html_page(const ojson& report, const ojson& plots) {
-  ojson data;
-  data["report"] = report;
-  data["plots"] = plots;
-  const std::string json = data.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  // {"report": ..., "plots": ...}, each half dumped on its own core (no copy of either tree).
+  std::string dumped[2];
+  parallel_for(2, [&](std::size_t i) { dumped[i] = (i == 0 ? report : plots).dump(-1, ' ', false, ojson::error_handler_t::replace); });
   const std::string_view tpl = html_template();
   const std::size_t at = tpl.find(kDataMarker);
   std::string page;
-  page.reserve(tpl.size() + json.size() + json.size() / 16);
+  page.reserve(tpl.size() + dumped[0].size() + dumped[1].size() + (dumped[0].size() + dumped[1].size()) / 16 + 32);
   page.append(tpl.substr(0, at == std::string_view::npos ? tpl.size() : at));
-  // Inside <script> the JSON must not close the element or open a comment: escape every '<'.
-  for (char c : json) {
-    if (c == '<') page.append("\\u003c");
-    else page.push_back(c);
-  }
+  page.append("{\"report\":");
+  append_script_safe(page, dumped[0]);
+  page.append(",\"plots\":");
+  append_script_safe(page, dumped[1]);
+  page.append("}");
   if (at != std::string_view::npos) page.append(tpl.substr(at + kDataMarker.size()));
   return page;
 }

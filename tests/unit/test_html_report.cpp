@@ -146,6 +146,11 @@ TEST(HtmlReport, DataCannotCloseItsScriptElement) {
   const ojson data = page_data(html);
   EXPECT_EQ(data["report"]["headline"], "</script><script>alert(1)</script><!-- x");
   EXPECT_TRUE(data["plots"].is_null());
+  // The plots' half is escaped as well.
+  const std::string both = html_page(report, ojson{{"label", "<!-- <b>"}});
+  const std::size_t both_at = both.find(R"(id="memsnap-data")");
+  EXPECT_EQ(both.substr(both_at, both.find("</script>", both_at) - both_at).find("<", 1), std::string::npos);
+  EXPECT_EQ(page_data(both)["plots"]["label"], "<!-- <b>");
 }
 
 // A synthetic snapshot: per device `n` trace events (allocations of varying size each freed 500
