@@ -10,6 +10,7 @@
 #include "analysis/patterns.h"
 #include "base/checked.h"
 #include "base/format_bytes.h"
+#include "base/plural.h"
 
 namespace memsnap {
 namespace {
@@ -386,7 +387,7 @@ std::optional<NextStep> look_at_step(const Site& site, bool several_devices, con
   return NextStep{NextStepKind::LookAtSite, {}, {},
                   sentence("look at {}: it holds {} {}{} in {} block{} ({}{})", *where, Bytes(site.bytes), when,
                            several_devices && site.device >= 0 ? fmt::format(" on device {}", site.device) : std::string(), site.blocks,
-                           site.blocks == 1 ? "" : "s", kind_text(site.category),
+                           plural_s(site.blocks), kind_text(site.category),
                            per_parameter ? "; one tensor per parameter" : ""),
                   {}, 0};
 }
@@ -494,7 +495,7 @@ std::vector<Sentence> uncertainties(const Snapshot& s, const Analysis& a) {
     out.push_back(sentence("device {}'s trace holds {} event{} and no allocation, too few to show a peak or when memory was allocated; "
                            "history recorded with a ring of {} entr{} (legacy torch.cuda.memory._record_memory_history(True) keeps "
                            "one) would look like this: record again with max_entries=100000",
-                           tl.device, tl.events, tl.events == 1 ? "" : "s", tl.events, tl.events == 1 ? "y" : "ies"));
+                           tl.device, tl.events, plural_s(tl.events), tl.events, tl.events == 1 ? "y" : "ies"));
   }
   if (std::any_of(a.timelines.begin(), a.timelines.end(), [](const DeviceTimeline& t) { return peak_certainty(t) != PeakCertainty::TooShort; })) {
     out.push_back(sentence("the peak is in requested bytes (what the trace records), reconstructed backwards from the final state as "

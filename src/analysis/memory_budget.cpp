@@ -251,7 +251,7 @@ void note_backward_temporaries(const std::vector<LiveItem>& items, const std::ve
   if (blocks == 0) return;
   budget.evidence.push_back(fmt::format("{} in {} block{} allocated in backward is freed in backward too (a backward stack frees it): "
                                         "intermediate results of the backward pass, not gradients kept for the optimizer",
-                                        format_bytes(bytes), blocks, blocks == 1 ? "" : "s"));
+                                        format_bytes(bytes), blocks, plural_s(blocks)));
 }
 
 // Stack-less blocks of cuBLAS's default workspace size (cublas_workspace_by_size's rule, without
@@ -267,7 +267,7 @@ void take_cublas_workspaces(const SizeCounts& gradients, SizeCounts& unexplained
   unexplained.erase(it);
   budget.evidence.push_back(fmt::format("{} stack-less block{} of {}: cuBLAS's default workspace before Hopper "
                                         "(CUBLAS_WORKSPACE_CONFIG :4096:2:16:8), allocated by the first GEMM and kept",
-                                        n, n == 1 ? "" : "s", kDefaultCublasWorkspaceText));
+                                        n, plural_s(n), kDefaultCublasWorkspaceText));
 }
 
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.

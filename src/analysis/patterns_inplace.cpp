@@ -12,6 +12,7 @@
 
 #include "analysis/frame_filter.h"
 #include "analysis/patterns_internal.h"
+#include "base/plural.h"
 
 namespace memsnap::patterns_detail {
 namespace {
@@ -193,7 +194,7 @@ std::optional<Pattern> out_of_place_activation(const Snapshot& s, const DeviceTi
   p.evidence.push_back(sentence("the {} peak is reached{} by {}'s output ({}); the first block freed after it is one of the same size, "
                                 "{} event{} later{}",
                                 Bytes(peak), where.empty() ? std::string() : " in " + where, op, Bytes(out->size),
-                                in->free - out->alloc, std::string(in->free - out->alloc == 1 ? "" : "s"),
+                                in->free - out->alloc, plural_s(in->free - out->alloc),
                                 std::string(same_line ? ", from the same line" : "")));
   if (runs.size() > 1) {
     p.evidence.push_back(sentence("the same line runs out of place {} times in the trace, each time beside its input", runs.size()));

@@ -14,6 +14,7 @@
 #include "analysis/patterns_internal.h"
 #include "analysis/site_what.h"
 #include "base/units.h"
+#include "base/plural.h"
 
 namespace memsnap::patterns_detail {
 namespace {
@@ -444,12 +445,12 @@ void say_attention_scores(Pattern& p, const PeakContext& c, const SiteBytes& sco
   p.evidence.push_back(sentence("at the peak ({}): {} score-sized block{} ({}: {}) allocated in attention or softmax code; its smaller "
                                 "blocks (queries, keys, values: B*H*T*d) are not counted",
                                 c.where().empty() ? std::string("its phase unknown") : c.where(), scores.blocks,
-                                std::string(scores.blocks == 1 ? "" : "s"), Bytes(scores.bytes), size_counts_text(score_sizes)));
+                                plural_s(scores.blocks), Bytes(scores.bytes), size_counts_text(score_sizes)));
   if (grads.blocks > 0) {
     p.evidence.push_back(sentence("and {} block{} of exactly those sizes ({}: {}) allocated by the backward of attention's operations: "
                                   "{}. These are the scores' gradients, told by their size and their autograd node (the snapshot "
                                   "does not tie a backward node to the forward line it differentiates)",
-                                  grads.blocks, std::string(grads.blocks == 1 ? "" : "s"), Bytes(grads.bytes), size_counts_text(grads.sizes),
+                                  grads.blocks, plural_s(grads.blocks), Bytes(grads.bytes), size_counts_text(grads.sizes),
                                   node_bytes_text(grads.bytes_by_node)));
   }
   if (sdpa_math_path) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
+#include "base/plural.h"
 
 namespace memsnap {
 namespace {
@@ -36,7 +37,7 @@ std::vector<std::string> phase_text_lines(const Analysis& a) {
   std::vector<std::string> out;
   for (const DevicePhases& d : a.phases) {
     if (!shows_phases(d)) continue;
-    out.push_back(fmt::format("device {}: {} iteration{} (phases from {})", d.device, d.iterations, d.iterations == 1 ? "" : "s",
+    out.push_back(fmt::format("device {}: {} iteration{} (phases from {})", d.device, d.iterations, plural_s(d.iterations),
                               source_text(d)));
     std::size_t shown = 0;
     for (std::size_t i = 0; i < d.spans.size(); ++i) {

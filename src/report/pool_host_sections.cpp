@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/format_bytes.h"
+#include "base/plural.h"
 
 namespace memsnap {
 
@@ -42,7 +43,7 @@ void memory_pools_text(std::string& out, const std::vector<PoolTotals>& pools) {
   for (const PoolTotals& p : pools) {
     out += fmt::format("  device {} {:<44} {:>10} reserved, {:>10} allocated, {:>10} inactive, {} segment{}\n", p.device,
                        pool_label(p.pool), format_bytes(p.reserved), format_bytes(p.allocated), format_bytes(p.inactive), p.segments,
-                       p.segments == 1 ? "" : "s");
+                       plural_s(p.segments));
   }
   out += "  Memory of a private pool serves only requests made in that pool (during its graph's capture or\n"
          "  under its MemPool); the default pool cannot reuse it, and empty_cache() does not release it while\n"

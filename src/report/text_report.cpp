@@ -47,7 +47,7 @@ std::string timeline_peak_text(const DeviceTimeline& t) {
   switch (peak_certainty(t)) {
     case PeakCertainty::TooShort:
       return fmt::format("no allocation among the window's {} event{}, too short to show a peak (live memory in it is at most {})",
-                         t.events, t.events == 1 ? "" : "s", peak);
+                         t.events, plural_s(t.events), peak);
     case PeakCertainty::AtWindowStart:
       return fmt::format("the largest live total, {}, is at the window's start (the run's peak may have come before the recording)", peak);
     case PeakCertainty::InWindow:
@@ -61,7 +61,7 @@ void private_pools_lines(std::string& out, const Totals& t) {
   out += fmt::format("  {:<30}{}\n", "  reusable (default pool)", format_bytes(t.inactive - t.inactive_in_private_pools));
   out += fmt::format("  {:<30}{} of {} reserved in {} private pool{} (CUDA graphs / MemPools; not reusable by other pools)\n",
                      "  held by private pools", format_bytes(t.inactive_in_private_pools), format_bytes(t.reserved_in_private_pools),
-                     t.private_pools, t.private_pools == 1 ? "" : "s");
+                     t.private_pools, plural_s(t.private_pools));
 }
 
 void totals_section(std::string& out, const Totals& t) {
@@ -73,7 +73,7 @@ void totals_section(std::string& out, const Totals& t) {
   if (t.inactive_in_private_pools) private_pools_lines(out, t);
   if (t.inactive) {
     line("  in wholly free segments", fmt::format("{} in {} segment{} (empty_cache() returns it)", format_bytes(t.inactive_in_free_segments),
-                                                  t.free_segments, t.free_segments == 1 ? "" : "s"));
+                                                  t.free_segments, plural_s(t.free_segments)));
     line("  fragments of used segments", fmt::format("{} (largest {})", format_bytes(t.fragments()), format_bytes(t.largest_fragment)));
   }
   line("requested by live tensors", fmt::format("{} ({} lost to rounding)", format_bytes(t.requested),
