@@ -39,10 +39,12 @@ struct FileSites {
   std::set<std::pair<std::int64_t, std::string>> lines;  // (line, function)
 };
 
-std::map<std::string, FileSites> files_of(const std::vector<Site>& sites) {
+std::map<std::string, FileSites> files_of(SiteLists lists) {
   std::map<std::string, FileSites> out;
-  for (const Site& s : sites) {
-    if (!s.no_stack && !s.file.empty()) out[s.file].lines.emplace(s.line, s.function);
+  for (const std::vector<Site>* sites : lists) {
+    for (const Site& s : *sites) {
+      if (!s.no_stack && !s.file.empty()) out[s.file].lines.emplace(s.line, s.function);
+    }
   }
   return out;
 }
@@ -57,6 +59,10 @@ bool share_a_line(const FileSites& a, const FileSites& b) {
 }  // namespace
 
 std::vector<RootChange> checkout_roots(const std::vector<Site>& before, const std::vector<Site>& after) {
+  return checkout_roots({&before}, {&after});
+}
+
+std::vector<RootChange> checkout_roots(SiteLists before, SiteLists after) {
   const auto earlier = files_of(before), later = files_of(after);
   std::map<std::string, std::vector<const std::string*>> later_by_name;  // files on the later side only
   for (const auto& [file, sites] : later) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ struct RootChange {
 // change at most (the user's clone and a library's install directory are two changes). Empty when
 // no file pairs that way.
 std::vector<RootChange> checkout_roots(const std::vector<Site>& before, const std::vector<Site>& after);
+
+// The same from several lists of sites a side (a diff's sites at the end and at the peak: two runs
+// are compared peak against peak, and their peaks may hold other files than their ends).
+using SiteLists = std::initializer_list<const std::vector<Site>*>;
+std::vector<RootChange> checkout_roots(SiteLists before, SiteLists after);
 
 // `sites` with a change's `before` replaced by its `after` where a file's path starts with it.
 std::vector<Site> rebased(std::vector<Site> sites, const std::vector<RootChange>& changes);

@@ -318,7 +318,7 @@ DiffReport diff_snapshots(const LoadedSnapshot& before, const Analysis& ba, cons
   d.after_path = after.input.path;
   d.before = ba.totals.overall;
   d.after = aa.totals.overall;
-  d.roots = checkout_roots(ba.sites, aa.sites);
+  d.roots = checkout_roots({&ba.sites, &ba.sites_at_peak}, {&aa.sites, &aa.sites_at_peak});
   const std::vector<Site> before_sites = rebased(ba.sites, d.roots);
   const std::vector<Site> before_peak_sites = rebased(ba.sites_at_peak, d.roots);
   d.sites = diff_sites(before_sites, aa.sites);  // with the categories both analyses settled

@@ -61,6 +61,21 @@ TEST(CheckoutRoots, AFileOnBothSidesAsItIsNeedsNoChange) {
   EXPECT_TRUE(checkout_roots(before, after).empty());
 }
 
+// Two runs are compared peak against peak: a file live only at the peaks (the activations) pairs
+// the clones too.
+TEST(CheckoutRoots, FilesLiveOnlyAtThePeaksPairTheClones) {
+  const std::vector<Site> before_end = {site("/a/proj/train.py", 3, "main", 1)};
+  const std::vector<Site> after_end = {site("/b/proj/eval.py", 9, "main", 1)};
+  const std::vector<Site> before_peak = {site("/a/proj/model/attn.py", 40, "forward", 8)};
+  const std::vector<Site> after_peak = {site("/b/proj/model/attn.py", 40, "forward", 16)};
+  EXPECT_TRUE(checkout_roots(before_end, after_end).empty());
+  const auto roots = checkout_roots({&before_end, &before_peak}, {&after_end, &after_peak});
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].before, "/a/");
+  EXPECT_EQ(roots[0].after, "/b/");
+  EXPECT_EQ(roots[0].files, 1u);
+}
+
 TEST(CheckoutRoots, TheUsersCloneAndALibrarysInstallAreTwoChanges) {
   const std::vector<Site> before = {site("/home/u/proj/src/train.py", 30, "step", 1), site("/home/u/proj/src/model.py", 8, "forward", 1),
                                     site("/usr/lib/python3/site-packages/transformers/models/llama/modeling_llama.py", 400, "forward", 1)};
