@@ -18,7 +18,7 @@ jobs=$(nproc)
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 profile=$dir/pgo-profile
-# The release flags: -O3 without debug info (-O2 with the same profiles measured 3-6% slower).
+# The release flags: -O3 without debug info (-O2 with profiles measured 2-7% slower, bench/README.md §27).
 release=(-G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG")
 
 if [ "${MEMSNAP_PGO:-1}" = 1 ]; then
