@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
+#include <span>
 
 namespace memsnap {
 namespace {
@@ -152,7 +154,7 @@ class PassCheck {
  public:
   explicit PassCheck(const Snapshot& s)
       : s_(s), frame_kind_(s.frames.size(), kUnknown), stack_backward_(s.stack_count(), kUnknown), stack_seen_(s.stack_count(), 0),
-        frame_mark_(s.frames.size(), 0), optimizer_(s) {}
+        frame_mark_(s.frames.size(), 0), pass_begin_(s.stack_count(), kNotListed), optimizer_(s) {}
 
   bool inside_one_pass(const TraceEvents& events, std::size_t begin, std::size_t end) {
     ++interval_;
@@ -195,20 +197,34 @@ class PassCheck {
 
   // The pass frames common to every stack of the interval so far.
   void keep_common(StackId stack, bool first) {
-    const FrameId* frames = s_.stack_begin(stack);
-    const std::size_t n = s_.stack_size(stack);
+    const std::span<const FrameId> frames = pass_frames(stack);
     if (first) {
-      for (std::size_t i = 0; i < n; ++i) {
-        if (kind(frames[i]) != PassFrame::None && std::find(common_.begin(), common_.end(), frames[i]) == common_.end()) {
-          common_.push_back(frames[i]);
-        }
+      for (const FrameId f : frames) {
+        if (std::find(common_.begin(), common_.end(), f) == common_.end()) common_.push_back(f);
       }
       return;
     }
     if (common_.empty()) return;
     ++mark_;
-    for (std::size_t i = 0; i < n; ++i) frame_mark_[frames[i]] = mark_;
+    for (const FrameId f : frames) frame_mark_[f] = mark_;
     common_.erase(std::remove_if(common_.begin(), common_.end(), [&](FrameId f) { return frame_mark_[f] != mark_; }), common_.end());
+  }
+
+  // A stack's frames that open a pass (a C++ stack of dozens of frames holds a few), listed the
+  // first time the stack is met: only they can be common to an interval.
+  std::span<const FrameId> pass_frames(StackId stack) {
+    if (pass_begin_[stack] == kNotListed) {
+      pass_begin_[stack] = static_cast<std::uint32_t>(pass_list_.size());
+      const FrameId* frames = s_.stack_begin(stack);
+      for (std::size_t i = 0; i < s_.stack_size(stack); ++i) {
+        if (kind(frames[i]) != PassFrame::None) pass_list_.push_back(frames[i]);
+      }
+      pass_list_.push_back(kEndOfList);
+    }
+    const FrameId* begin = pass_list_.data() + pass_begin_[stack];
+    const FrameId* end = begin;
+    while (*end != kEndOfList) ++end;
+    return {begin, end};
   }
 
   const Snapshot& s_;
@@ -216,6 +232,10 @@ class PassCheck {
   std::vector<std::uint8_t> stack_backward_;  // by stack id: 0, 1 or kUnknown
   std::vector<std::uint32_t> stack_seen_;     // by stack id: the last interval that saw it
   std::vector<std::uint32_t> frame_mark_;     // by frame id: the last stack that holds it
+  static constexpr std::uint32_t kNotListed = UINT32_MAX;
+  static constexpr FrameId kEndOfList = std::numeric_limits<FrameId>::max();
+  std::vector<std::uint32_t> pass_begin_;     // by stack id: where its pass frames start in pass_list_, or kNotListed
+  std::vector<FrameId> pass_list_;            // each listed stack's pass frames, each list ended by kEndOfList
   std::uint32_t interval_ = 0, mark_ = 0;
   std::vector<FrameId> common_;
   OptimizerStacks optimizer_;
