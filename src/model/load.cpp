@@ -43,6 +43,7 @@ LoadedSnapshot load_snapshot(const std::string& path, const LoadOptions& options
   LoadOptions tuned = options;
   if (const char* v = std::getenv("MEMSNAP_SPLIT"); v && std::string_view(v) == "0") tuned.split.enabled = false;
   if (const char* v = std::getenv("MEMSNAP_SPLIT_THREADS")) tuned.split.threads = static_cast<unsigned>(std::clamp(std::atoi(v), 0, 16));
+  if (const char* v = std::getenv("MEMSNAP_SPLIT_AT")) tuned.split.at = std::clamp(std::atof(v), 0.0, 0.95);
   if (const char* v = std::getenv("MEMSNAP_SPLIT_MIN_ENTRY_BYTES")) tuned.split.min_entry_bytes = static_cast<std::size_t>(std::atoll(v));
   LoadedSnapshot loaded = load_snapshot_bytes(open_input(path), path, tuned);
   if (profiling_enabled()) {

@@ -14,8 +14,9 @@ struct LoadOptions {
   std::uint64_t max_trace_events = 1'000'000;  // newest events kept per device
   // Threads for the later parts of a long trace (read/split_trace.h); in the environment,
   // for load_snapshot (to time the read with other settings): MEMSNAP_SPLIT=0 turns it off,
-  // MEMSNAP_SPLIT_THREADS=N sets the threads, MEMSNAP_SPLIT_MIN_ENTRY_BYTES=B the shortest
-  // entries (bytes an entry on average) it splits.
+  // MEMSNAP_SPLIT_THREADS=N sets the threads, MEMSNAP_SPLIT_AT=F where the first starts (a
+  // fraction of what is left), MEMSNAP_SPLIT_MIN_ENTRY_BYTES=B the shortest entries (bytes an
+  // entry on average) it splits.
   SplitTuning split;
 };
 
