@@ -62,6 +62,7 @@ StackSignals stack_signals(const Snapshot& s, StackId stack) {
     innermost(out.optimizer, kOptimizerCode);
     innermost(out.backward, kBackwardCall);
     innermost(out.forward, kForwardCall);
+    innermost(out.functional, kFunctionalOp);
     out.communication |= (facts & kCommunication) != 0;
     out.autograd_engine |= (facts & kAutogradEngine) != 0;
     out.parameter_init |= (facts & kParameterInit) != 0;
@@ -87,6 +88,8 @@ constexpr CategoryRule kCategoryRules[] = {
     {[](const StackSignals& g) { return g.parameter_init; }, Category::Parameter,
      "creating, loading or moving a module's parameters"},
     {[](const StackSignals& g) { return g.forward != g.kNever; }, Category::Activation, "inside a forward call"},
+    {[](const StackSignals& g) { return g.functional != g.kNever; }, Category::Activation,
+     "a torch.nn.functional op with no module call around it (F.relu in a script's top level): the computation's output"},
     {[](const StackSignals&) { return true; }, Category::Unknown, "no decisive frame"},
 };
 

@@ -39,6 +39,7 @@ struct StackSignals {
   std::size_t optimizer = kNever;  // torch/optim/
   std::size_t backward = kNever;   // tensor.backward() / autograd.grad()
   std::size_t forward = kNever;    // forward / Module.__call__
+  std::size_t functional = kNever; // torch.nn.functional
   bool communication = false;
   bool autograd_engine = false;
   bool parameter_init = false;

@@ -125,6 +125,7 @@ constexpr FactRule kRules[] = {
     {kAny, is("cross_entropy"), kForwardCall, "the loss (F.cross_entropy or a hand-written one): the forward computation's end"},
     {kAny, is("_call_impl"), kForwardCall, "Module.__call__"},
     {kAny, is("_wrapped_call_impl"), kForwardCall, "Module.__call__"},
+    {ends("torch/nn/functional.py"), kAny, kFunctionalOp, "torch.nn.functional (F.relu called outside any module)"},
 
     // ---- code known to allocate one kind of memory (analysis/known_allocators.cpp names it) ----
     {has("vllm/worker/cache_engine.py"), kAny, kKvCacheCode, "vLLM's cache engine"},

@@ -34,6 +34,7 @@ inline constexpr FrameFacts kBackwardCall = 1u << 14;    // tensor.backward() / 
 inline constexpr FrameFacts kAutogradEngine = 1u << 15;  // the C++ autograd engine
 inline constexpr FrameFacts kParameterInit = 1u << 16;   // creating, loading or moving parameters
 inline constexpr FrameFacts kForwardCall = 1u << 17;     // a module's forward / __call__
+inline constexpr FrameFacts kFunctionalOp = 1u << 26;    // torch.nn.functional (F.relu, F.interpolate)
 // Device facts: code that spreads one model over the devices of one process.
 inline constexpr FrameFacts kDataParallel = 1u << 28;    // torch.nn.DataParallel (replicate, scatter, parallel_apply, gather)
 inline constexpr FrameFacts kPipelineStages = 1u << 29;  // torch.distributed.pipelining / Pipe
