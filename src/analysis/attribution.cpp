@@ -89,7 +89,7 @@ constexpr CategoryRule kCategoryRules[] = {
      "creating, loading or moving a module's parameters"},
     {[](const StackSignals& g) { return g.forward != g.kNever; }, Category::Activation, "inside a forward call"},
     {[](const StackSignals& g) { return g.functional != g.kNever; }, Category::Activation,
-     "a torch.nn.functional op with no module call around it (F.relu in a script's top level): the computation's output"},
+     "a torch.nn.functional op with no module call around it (F.relu at a script's top level): the computation's output"},
     {[](const StackSignals&) { return true; }, Category::Unknown, "no decisive frame"},
 };
 
