@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
-#include <limits>
 #include <map>
 #include <span>
 
@@ -154,7 +153,7 @@ class PassCheck {
  public:
   explicit PassCheck(const Snapshot& s)
       : s_(s), frame_kind_(s.frames.size(), kUnknown), stack_backward_(s.stack_count(), kUnknown), stack_seen_(s.stack_count(), 0),
-        frame_mark_(s.frames.size(), 0), pass_begin_(s.stack_count(), kNotListed), optimizer_(s) {}
+        frame_mark_(s.frames.size(), 0), pass_lists_(s.stack_count()), optimizer_(s) {}
 
   bool inside_one_pass(const TraceEvents& events, std::size_t begin, std::size_t end) {
     ++interval_;
@@ -213,18 +212,16 @@ class PassCheck {
   // A stack's frames that open a pass (a C++ stack of dozens of frames holds a few), listed the
   // first time the stack is met: only they can be common to an interval.
   std::span<const FrameId> pass_frames(StackId stack) {
-    if (pass_begin_[stack] == kNotListed) {
-      pass_begin_[stack] = static_cast<std::uint32_t>(pass_list_.size());
+    PassList& list = pass_lists_[stack];
+    if (!list.listed) {
+      list = {static_cast<std::uint32_t>(pass_frames_.size()), 0, true};
       const FrameId* frames = s_.stack_begin(stack);
       for (std::size_t i = 0; i < s_.stack_size(stack); ++i) {
-        if (kind(frames[i]) != PassFrame::None) pass_list_.push_back(frames[i]);
+        if (kind(frames[i]) != PassFrame::None) pass_frames_.push_back(frames[i]);
       }
-      pass_list_.push_back(kEndOfList);
+      list.count = static_cast<std::uint32_t>(pass_frames_.size() - list.begin);
     }
-    const FrameId* begin = pass_list_.data() + pass_begin_[stack];
-    const FrameId* end = begin;
-    while (*end != kEndOfList) ++end;
-    return {begin, end};
+    return {pass_frames_.data() + list.begin, list.count};
   }
 
   const Snapshot& s_;
@@ -232,10 +229,12 @@ class PassCheck {
   std::vector<std::uint8_t> stack_backward_;  // by stack id: 0, 1 or kUnknown
   std::vector<std::uint32_t> stack_seen_;     // by stack id: the last interval that saw it
   std::vector<std::uint32_t> frame_mark_;     // by frame id: the last stack that holds it
-  static constexpr std::uint32_t kNotListed = UINT32_MAX;
-  static constexpr FrameId kEndOfList = std::numeric_limits<FrameId>::max();
-  std::vector<std::uint32_t> pass_begin_;     // by stack id: where its pass frames start in pass_list_, or kNotListed
-  std::vector<FrameId> pass_list_;            // each listed stack's pass frames, each list ended by kEndOfList
+  struct PassList {
+    std::uint32_t begin = 0, count = 0;  // its pass frames: pass_frames_[begin, begin + count)
+    bool listed = false;
+  };
+  std::vector<PassList> pass_lists_;          // by stack id
+  std::vector<FrameId> pass_frames_;          // the listed stacks' pass frames, one stack after another
   std::uint32_t interval_ = 0, mark_ = 0;
   std::vector<FrameId> common_;
   OptimizerStacks optimizer_;

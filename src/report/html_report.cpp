@@ -573,43 +573,42 @@ ojson segment_map(std::vector<MapRow> rows, SiteTable& sites, const HtmlOptions&
 // The layouts before the newest OOMs that have a trace (at most o.max_oom_maps), replayed per
 // device from the trace: the costly part of the maps, which reads neither the sites nor the plots.
 struct OomLayouts {
-  std::map<std::int64_t, std::vector<std::size_t>> ooms;  // by device: indices into a.ooms
-  std::map<std::int64_t, std::vector<DeviceLayout>> layouts;  // by device: one per entry of `ooms`
+  std::vector<std::size_t> ooms;       // indices into a.ooms
+  std::vector<DeviceLayout> layouts;  // one per entry of `ooms`
 };
 
-OomLayouts oom_layouts(const Snapshot& s, const Analysis& a, const HtmlOptions& o) {
-  OomLayouts out;
-  std::vector<std::size_t> chosen;
-  for (std::size_t i = a.ooms.size(); i-- > 0 && chosen.size() < o.max_oom_maps;) {
-    if (!s.events_of(a.ooms[i].event.device).empty()) chosen.push_back(i);
+std::map<std::int64_t, OomLayouts> oom_layouts(const Snapshot& s, const Analysis& a, const HtmlOptions& o) {
+  std::map<std::int64_t, std::vector<std::size_t>> chosen;  // by device
+  for (std::size_t i = a.ooms.size(), n = 0; i-- > 0 && n < o.max_oom_maps;) {
+    if (!s.events_of(a.ooms[i].event.device).empty()) chosen[a.ooms[i].event.device].push_back(i), ++n;
   }
-  for (std::size_t i : chosen) out.ooms[a.ooms[i].event.device].push_back(i);
-  for (const auto& [device, list] : out.ooms) {
+  std::map<std::int64_t, OomLayouts> out;
+  for (auto& [device, list] : chosen) {
     const auto timeline = std::find_if(a.timelines.begin(), a.timelines.end(), [&, d = device](const DeviceTimeline& t) { return t.device == d; });
     if (timeline == a.timelines.end()) continue;
     std::vector<std::size_t> indices;
     for (std::size_t i : list) indices.push_back(a.ooms[i].event.index);
-    out.layouts[device] = layouts_before(s, *timeline, indices);
+    out[device] = {std::move(list), layouts_before(s, *timeline, indices)};
   }
   return out;
 }
 
-ojson segment_maps(const Snapshot& s, const Analysis& a, const OomLayouts& replayed, SiteTable& sites, const HtmlOptions& o) {
+ojson segment_maps(const Snapshot& s, const Analysis& a, const std::map<std::int64_t, OomLayouts>& replayed, SiteTable& sites,
+                   const HtmlOptions& o) {
   auto maps = ojson::array();
   ojson end = {{"kind", "final"}, {"label", "End of the snapshot"}, {"device", nullptr}, {"oom", nullptr}, {"replayed", false}};
   end.update(segment_map(final_rows(s, sites), sites, o, a.view.device));
   maps.push_back(std::move(end));
   std::map<std::size_t, ojson> out;
-  for (const auto& [device, layouts] : replayed.layouts) {
-    const std::vector<std::size_t>& list = replayed.ooms.at(device);
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const std::size_t i = list[k];
+  for (const auto& [device, r] : replayed) {
+    for (std::size_t k = 0; k < r.ooms.size(); ++k) {
+      const std::size_t i = r.ooms[k];
       ojson m = {{"kind", "oom"},
                  {"label", fmt::format("Before OOM #{} (device {})", i + 1, device)},
                  {"device", device},
                  {"oom", i},
                  {"replayed", true}};
-      m.update(segment_map(replayed_rows(layouts[k], device, sites), sites, o, device));
+      m.update(segment_map(replayed_rows(r.layouts[k], device, sites), sites, o, device));
       out.emplace(i, std::move(m));
     }
   }
@@ -648,7 +647,7 @@ ojson html_plot_data(const LoadedSnapshot& loaded, const Analysis& a, const Html
     per_device.stack_points = std::min(o.stack_points, std::max<std::size_t>(share * o.stack_points / std::max<std::size_t>(o.timeline_points, 1), 200));
   }
   auto devices = ojson::array();
-  OomLayouts replayed;
+  std::map<std::int64_t, OomLayouts> replayed;
   parallel_for(2, [&](std::size_t task) {  // the OOMs' replays beside the plots (sites are the plots' alone)
     if (task == 1) {
       replayed = oom_layouts(s, a, o);
