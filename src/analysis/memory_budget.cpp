@@ -59,19 +59,22 @@ std::string size_groups_text(const SizeCounts& counts) {
   return out;
 }
 
-// The moment's items with the stacks' kinds decided once each.
+// The stacks' kinds, each decided once (a moment holds up to millions of items on a few
+// thousand stacks).
 class KindCache {
  public:
   explicit KindCache(const Snapshot& s) : s_(s) {}
   Category of(StackId stack) {
-    auto [it, inserted] = kinds_.try_emplace(stack, Category::Unknown);
-    if (inserted) it->second = categorize_stack(s_, stack);
-    return it->second;
+    if (stack >= kinds_.size()) kinds_.resize(std::max<std::size_t>(stack + 1, s_.stack_count()), kNotYet);
+    std::uint8_t& k = kinds_[stack];
+    if (k == kNotYet) k = static_cast<std::uint8_t>(categorize_stack(s_, stack));
+    return static_cast<Category>(k);
   }
 
  private:
+  static constexpr std::uint8_t kNotYet = 0xff;
   const Snapshot& s_;
-  std::unordered_map<StackId, Category> kinds_;
+  std::vector<std::uint8_t> kinds_;  // by stack: its Category, or kNotYet
 };
 
 bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
@@ -271,8 +274,8 @@ void take_cublas_workspaces(const SizeCounts& gradients, SizeCounts& unexplained
 }
 
 // Decides the kind of every item: the stack rule for items with a stack, size arithmetic for the rest.
-std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const SizeCounts& gradients,
-                             const SizeCounts& optimizer, KindCache& kinds, MemoryBudget& budget) {
+std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& items, const std::vector<Category>& rule_kinds,
+                             const SizeCounts& gradients, const SizeCounts& optimizer, MemoryBudget& budget) {
   std::vector<Decision> decisions(items.size());
   std::vector<std::size_t> stackless;
   SizeCounts unexplained, gradients_here;  // stack-less sizes; gradients with stacks at this moment
@@ -280,7 +283,7 @@ std::vector<Decision> decide(const Snapshot& s, const std::vector<LiveItem>& ite
     if (const auto tagged = tag_kind(s, items[k].stack)) {
       decisions[k] = {tagged->kind, tagged->from_profiler ? KindSource::ProfilerCategory : KindSource::UserMetadata};
     } else if (has_stack(s, items[k])) {
-      decisions[k] = {stack_rule_kind(s, items[k], kinds), KindSource::StackRule};
+      decisions[k] = {rule_kinds[k], KindSource::StackRule};
       if (decisions[k].kind == Category::Gradient) ++gradients_here[items[k].requested];
     } else {
       stackless.push_back(k);
@@ -339,25 +342,34 @@ void fill_rows(MemoryBudget& b, const std::vector<LiveItem>& items, const std::v
 struct Moment {
   MemoryBudget budget;
   std::vector<LiveItem> items;
+  std::vector<Category> rule_kinds;  // by item: stack_rule_kind for an item with a stack (Unknown without)
 };
+
+// Each item's stack rule kind, once (kind_sizes and decide read it).
+void rule_kinds_of(const Snapshot& s, Moment& m, KindCache& kinds) {
+  m.rule_kinds.resize(m.items.size(), Category::Unknown);
+  for (std::size_t k = 0; k < m.items.size(); ++k) {
+    if (has_stack(s, m.items[k])) m.rule_kinds[k] = stack_rule_kind(s, m.items[k], kinds);
+  }
+}
 
 // The sizes of the live blocks of `kind` with stacks at each moment (stack_rule_kind: gradients
 // without the backward's temporaries).
-std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds, Category kind) {
+std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, Category kind) {
   std::vector<SizeCounts> out;
   for (const Moment& m : moments) {
     SizeCounts& counts = out.emplace_back();
-    for (const LiveItem& item : m.items) {
-      if (has_stack(s, item) && stack_rule_kind(s, item, kinds) == kind) ++counts[item.requested];
+    for (std::size_t k = 0; k < m.items.size(); ++k) {
+      if (m.rule_kinds[k] == kind && has_stack(s, m.items[k])) ++counts[m.items[k].requested];
     }
   }
   return out;
 }
 
 // The gradients' sizes: those live at the moment holding the most gradient bytes.
-SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds) {
+SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments) {
   SizeCounts best;
-  for (SizeCounts& counts : kind_sizes(s, moments, kinds, Category::Gradient)) {
+  for (SizeCounts& counts : kind_sizes(s, moments, Category::Gradient)) {
     if (bytes_of(counts) > bytes_of(best)) best = std::move(counts);
   }
   return best;
@@ -365,9 +377,9 @@ SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments,
 
 // The optimizer state's sizes at the moment holding the least of it (but some): its lasting
 // moments, without the temporaries optimizer.step() allocates while it runs.
-SizeCounts optimizer_sizes(const Snapshot& s, const std::vector<Moment>& moments, KindCache& kinds) {
+SizeCounts optimizer_sizes(const Snapshot& s, const std::vector<Moment>& moments) {
   SizeCounts best;
-  for (SizeCounts& counts : kind_sizes(s, moments, kinds, Category::OptimizerState)) {
+  for (SizeCounts& counts : kind_sizes(s, moments, Category::OptimizerState)) {
     if (bytes_of(counts) > 0 && (best.empty() || bytes_of(counts) < bytes_of(best))) best = std::move(counts);
   }
   return best;
@@ -485,10 +497,11 @@ std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<De
   }
   for (const DeviceTotals& d : totals.devices) {
     std::vector<Moment> moments = moments_of(s, timelines, d, first_oom.count(d.device) ? first_oom[d.device] : 0);
-    const SizeCounts gradients = gradient_sizes(s, moments, kinds);
-    const SizeCounts optimizer = optimizer_sizes(s, moments, kinds);
+    for (Moment& m : moments) rule_kinds_of(s, m, kinds);
+    const SizeCounts gradients = gradient_sizes(s, moments);
+    const SizeCounts optimizer = optimizer_sizes(s, moments);
     for (Moment& m : moments) {
-      const std::vector<Decision> decisions = decide(s, m.items, gradients, optimizer, kinds, m.budget);
+      const std::vector<Decision> decisions = decide(s, m.items, m.rule_kinds, gradients, optimizer, m.budget);
       fill_rows(m.budget, m.items, decisions);
       out.push_back(std::move(m.budget));
     }
