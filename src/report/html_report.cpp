@@ -47,14 +47,15 @@ class SiteTable {
   explicit SiteTable(const Snapshot& s) : s_(s), cache_(s) {}
 
   std::uint32_t of_stack(StackId stack) {
-    if (auto it = by_stack_.find(stack); it != by_stack_.end()) return it->second;
+    if (stack < by_stack_.size() && by_stack_[stack] != kNone) return by_stack_[stack];
     const std::uint64_t key = cache_.key(stack);
     auto [pos, inserted] = by_key_.emplace(key, static_cast<std::uint32_t>(keys_.size()));
     if (inserted) {
       keys_.push_back(key);
       emitted_.push_back(-1);
     }
-    by_stack_.emplace(stack, pos->second);
+    if (stack >= by_stack_.size()) by_stack_.resize(std::max<std::size_t>(stack + 1, s_.stack_count()), kNone);
+    by_stack_[stack] = pos->second;
     return pos->second;
   }
 
@@ -80,7 +81,7 @@ class SiteTable {
  private:
   const Snapshot& s_;
   SiteCache cache_;  // the chosen frame of each stack, as the analysis' sites
-  std::unordered_map<StackId, std::uint32_t> by_stack_;
+  std::vector<std::uint32_t> by_stack_;  // by stack id: its internal id (kNone: not met yet)
   std::unordered_map<std::uint64_t, std::uint32_t> by_key_;
   std::vector<std::uint64_t> keys_;
   std::vector<std::int64_t> emitted_;
