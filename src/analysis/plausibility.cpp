@@ -42,18 +42,33 @@ void check_segments(const Snapshot& s, Findings& f) {
   }
 }
 
+void note_huge_size(std::size_t d, std::size_t k, const TraceEvent& e, Findings& f) {
+  f.note("event size", fmt::format("device {} trace event {} has size {} B, beyond any device (more than 1 PiB); "
+                                   "the timeline and peak are meaningless", d, k, e.size));
+}
+
+void note_bad_time(std::size_t d, std::size_t k, const TraceEvent& e, Findings& f) {
+  f.note("event time", fmt::format("device {} trace event {} has time_us {}, not a time since the epoch", d, k, e.time_us));
+}
+
+// Each device's first implausible size and time, from the read's scan (TraceScan) when it stands
+// for the events, else from a walk over them; in event order either way (a size before a time at
+// one event), so the first example of each kind is the same.
 void check_events(const Snapshot& s, Findings& f) {
   for (std::size_t d = 0; d < s.device_traces.size(); ++d) {
-    const TraceEvents& events = s.device_traces[d].events;
+    const DeviceTrace& trace = s.device_traces[d];
+    const TraceEvents& events = trace.events;
+    if (trace.dropped == 0 && trace.scan.events == events.size()) {
+      const std::uint64_t size_at = trace.scan.first_huge_size, time_at = trace.scan.first_bad_time;
+      if (size_at <= time_at && size_at < events.size()) note_huge_size(d, size_at, events[size_at], f);
+      if (time_at < events.size()) note_bad_time(d, time_at, events[time_at], f);
+      if (size_at > time_at && size_at < events.size()) note_huge_size(d, size_at, events[size_at], f);
+      continue;
+    }
     for (std::size_t k = 0; k < events.size(); ++k) {
       const TraceEvent& e = events[k];
-      if (e.action != Action::Oom && e.size > kMaxPlausibleBytes) {
-        f.note("event size", fmt::format("device {} trace event {} has size {} B, beyond any device (more than 1 PiB); "
-                                         "the timeline and peak are meaningless", d, k, e.size));
-      }
-      if (e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs)) {
-        f.note("event time", fmt::format("device {} trace event {} has time_us {}, not a time since the epoch", d, k, e.time_us));
-      }
+      if (e.action != Action::Oom && e.size > kMaxPlausibleBytes) note_huge_size(d, k, e, f);
+      if (e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs)) note_bad_time(d, k, e, f);
     }
   }
 }

@@ -9,10 +9,8 @@
 
 namespace memsnap {
 
-// Any size above this (1 PiB) is beyond any device memory there is.
-inline constexpr std::uint64_t kMaxPlausibleBytes = 1ull << 50;
-// Trace times are microseconds since the epoch (about 2^51 today); beyond 2^60 is not a time.
-inline constexpr std::int64_t kMaxPlausibleTimeUs = std::int64_t{1} << 60;
+// The bounds, kMaxPlausibleBytes and kMaxPlausibleTimeUs, are in model/snapshot.h (the event
+// store's pass checks the events against them while reading: TraceScan).
 
 // One line per kind of implausible value found, with the first example.
 std::vector<std::string> implausible_values(const Snapshot& s);

@@ -98,6 +98,8 @@ struct EventPairs {
   AddressMap<Open> open;                    // allocations not freed by the last event
   AddressMap<std::size_t> orphan_requests;  // free_requested of blocks allocated before the window
   LiveSums live;
+  std::uint64_t first_huge_size = TraceScan::kNone;  // TraceScan's, over these events
+  std::uint64_t first_bad_time = TraceScan::kNone;
 };
 
 class EventPairer {

@@ -179,7 +179,11 @@ void EventStore::finish() {
   for (std::size_t d = 0; d < snap_.device_traces.size(); ++d) {
     auto& events = snap_.device_traces[d].events;
     std::rotate(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(ring_next_[d]), events.end());
-    if (pairers_[d]) snap_.device_traces[d].pairs.put(std::make_unique<EventPairs>(pairers_[d]->finish()));
+    if (pairers_[d]) {
+      auto pairs = std::make_unique<EventPairs>(pairers_[d]->finish());
+      snap_.device_traces[d].scan = {pairs->events, pairs->first_huge_size, pairs->first_bad_time};
+      snap_.device_traces[d].pairs.put(std::move(pairs));
+    }
     pairers_[d].reset();
   }
 }

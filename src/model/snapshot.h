@@ -102,6 +102,22 @@ static_assert(sizeof(TraceEvent) == 32);
 
 using TraceEvents = BigVector<TraceEvent>;
 
+// Any size above this (1 PiB) is beyond any device memory there is.
+inline constexpr std::uint64_t kMaxPlausibleBytes = 1ull << 50;
+// Trace times are microseconds since the epoch (about 2^51 today); beyond 2^60 is not a time.
+inline constexpr std::int64_t kMaxPlausibleTimeUs = std::int64_t{1} << 60;
+
+// The first implausible values of a device's events (an event size above kMaxPlausibleBytes, an oom's
+// excepted; a time outside [0, kMaxPlausibleTimeUs]), found by the event store's pass while the
+// events were read, so the analysis does not walk them again (analysis/plausibility.h). It stands
+// for the events while `events` equals their number and none was dropped.
+struct TraceScan {
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  std::uint64_t events = 0;  // events scanned (0: no scan)
+  std::uint64_t first_huge_size = kNone;  // event index
+  std::uint64_t first_bad_time = kNone;
+};
+
 struct EventPairs;  // model/event_pairing.h
 
 // The alloc/free pairing of a device's events, made while the reader stored them, handed to the
@@ -129,6 +145,7 @@ struct DeviceTrace {
   std::uint64_t total = 0;         // entries in the file for this device
   std::uint64_t dropped = 0;       // oldest entries not kept (--max-trace-events)
   PairsHandOver pairs;             // when none was dropped and the events are as stored
+  TraceScan scan;                  // the same pass's implausible values
 };
 
 // What a 2026 trace entry says beyond the fields of TraceEvent, kept only for the entries that

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/live_curve.h"
+#include "analysis/plausibility.h"
 #include "analysis/timeline.h"
 #include "model/event_pairing.h"
 #include "model/load.h"
@@ -205,6 +206,46 @@ TEST(EventPairing, TimelinesAreTheSameWithOrWithoutTheHandOver) {
       expect_same_curve(handed[i], own[i]);
     }
   }
+}
+
+// The store's pass also finds each device's first implausible size and time (TraceScan), so the
+// plausibility check does not walk the events again: its lines are a full walk's, in the same
+// order (a time before a size on device 0; on device 1 one event with both, which names neither
+// again), and a device that dropped events is walked.
+TEST(EventPairing, TheStoresScanNamesWhatAWalkOverTheEventsNames) {
+  const std::string json = R"({"segments": [], "device_traces": [[
+    {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 10, "frames": []},
+    {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": -5, "frames": []},
+    {"action": "alloc", "addr": 12288, "size": 2251799813685248, "stream": 0, "time_us": 12, "frames": []},
+    {"action": "oom", "addr": 0, "size": 4503599627370496, "stream": 0, "time_us": 13, "frames": []}], [
+    {"action": "alloc", "addr": 4096, "size": 4503599627370496, "stream": 0, "time_us": 1152921504606846977, "frames": []}]]})";
+  LoadedSnapshot loaded = load_json(json);
+  Snapshot& s = loaded.snapshot;
+  ASSERT_EQ(s.device_traces.size(), 2u);
+  EXPECT_EQ(s.device_traces[0].scan.events, 4u);
+  EXPECT_EQ(s.device_traces[0].scan.first_bad_time, 1u);
+  EXPECT_EQ(s.device_traces[0].scan.first_huge_size, 2u);  // not the oom's request at 3
+  EXPECT_EQ(s.device_traces[1].scan.first_bad_time, 0u);
+  EXPECT_EQ(s.device_traces[1].scan.first_huge_size, 0u);
+  const std::vector<std::string> expected = {
+      "device 0 trace event 1 has time_us -5, not a time since the epoch",
+      "device 0 trace event 2 has size 2251799813685248 B, beyond any device (more than 1 PiB); the timeline and peak are meaningless"};
+  EXPECT_EQ(implausible_values(s), expected);
+  for (DeviceTrace& trace : s.device_traces) trace.scan = {};  // no scan: the check walks the events
+  EXPECT_EQ(implausible_values(s), expected);
+  // Device 1 alone first: its one event is both, the size named first.
+  LoadedSnapshot second = load_json(R"({"segments": [], "device_traces": [[], [
+    {"action": "alloc", "addr": 4096, "size": 4503599627370496, "stream": 0, "time_us": 1152921504606846977, "frames": []}]]})");
+  const std::vector<std::string> both = implausible_values(second.snapshot);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].rfind("device 1 trace event 0 has size", 0), 0u) << both[0];
+  EXPECT_EQ(both[1].rfind("device 1 trace event 0 has time_us", 0), 0u) << both[1];
+  // Events dropped (--max-trace-events 2): the kept two are walked, numbered from the window.
+  const LoadedSnapshot capped = load_json(json, 2);
+  ASSERT_EQ(capped.snapshot.device_traces[0].dropped, 2u);
+  EXPECT_EQ(implausible_values(capped.snapshot), (std::vector<std::string>{
+      "device 0 trace event 0 has size 2251799813685248 B, beyond any device (more than 1 PiB); the timeline and peak are meaningless",
+      "device 1 trace event 0 has time_us 1152921504606846977, not a time since the epoch"}));
 }
 
 }  // namespace event_pairing_tests
