@@ -110,10 +110,11 @@ inline constexpr std::int64_t kMaxPlausibleTimeUs = std::int64_t{1} << 60;
 // The first implausible values of a device's events (an event size above kMaxPlausibleBytes, an oom's
 // excepted; a time outside [0, kMaxPlausibleTimeUs]), found by the event store's pass while the
 // events were read, so the analysis does not walk them again (analysis/plausibility.h). It stands
-// for the events while `events` equals their number and none was dropped.
+// for the events as the store left them: none dropped and `events` their number (nothing after
+// the store changes an event's size or time).
 struct TraceScan {
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
-  std::uint64_t events = 0;  // events scanned (0: no scan)
+  std::uint64_t events = 0;  // events scanned (0 with events kept: not scanned, the check walks them)
   std::uint64_t first_huge_size = kNone;  // event index
   std::uint64_t first_bad_time = kNone;
 };
