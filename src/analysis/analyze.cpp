@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 
 #include "analysis/allocation_tags.h"
 #include "analysis/conclude.h"
@@ -148,11 +149,20 @@ Measures measure(const Snapshot& s, const Replay& r, SiteGrouping grouping, std:
 
 Diagnosed diagnose_patterns(const Snapshot& s, const Measured& m) {
   Diagnosed d;
-  d.patterns = allocator_patterns(s, m);
-  d.diagnosis = diagnose(s, m);
+  // The devices' imbalance (its sites attributed afresh) beside the diagnosis, whose two halves
+  // a device seldom take equally long: it takes the core the shorter half leaves.
+  std::optional<Pattern> imbalance;
+  parallel_for(2, [&](std::size_t task) {
+    if (task == 1) {
+      imbalance = device_imbalance(s, m);
+      return;
+    }
+    d.patterns = allocator_patterns(s, m);
+    d.diagnosis = diagnose(s, m);
+  });
   for (auto& p : d.diagnosis.patterns) d.patterns.push_back(std::move(p));
   d.diagnosis.patterns.clear();
-  if (auto p = device_imbalance(s, m)) d.patterns.push_back(std::move(*p));
+  if (imbalance) d.patterns.push_back(std::move(*imbalance));
   if (auto p = autocast_weight_copies(m)) d.patterns.push_back(std::move(*p));
   if (auto p = kv_cache(m)) d.patterns.push_back(std::move(*p));
   return d;
