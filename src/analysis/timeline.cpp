@@ -218,10 +218,13 @@ std::vector<std::size_t> studied_oom_events(const DeviceTimeline& t) {
   return out;
 }
 
-std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
-  std::vector<std::vector<std::size_t>> out(indices.size());
-  if (indices.empty()) return out;
-  for (std::size_t k = 0; k < t.lifetimes.size(); ++k) {
+namespace {
+
+// The lifetimes [begin, end) live at each of `indices`, appended to `out` (one list per index).
+void live_lifetimes_in(const DeviceTimeline& t, const std::vector<std::size_t>& indices, std::size_t begin, std::size_t end,
+                       std::vector<std::vector<std::size_t>>& out) {
+  out.resize(indices.size());
+  for (std::size_t k = begin; k < end; ++k) {
     const Lifetime& l = t.lifetimes[k];
     // Live in the states alloc+1 .. free.
     const std::size_t from = l.alloc == kBeforeWindow ? 0 : std::size_t{l.alloc} + 1;
@@ -230,6 +233,29 @@ std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, co
       out[static_cast<std::size_t>(it - indices.begin())].push_back(k);
     }
   }
+}
+
+// Below this many lifetimes one core walks them all.
+constexpr std::size_t kMinSplitLifetimes = std::size_t(1) << 16;
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> live_lifetimes(const DeviceTimeline& t, const std::vector<std::size_t>& indices) {
+  std::vector<std::vector<std::size_t>> out(indices.size());
+  if (indices.empty()) return out;
+  // The two halves of the lifetimes on two cores (5.6 million on the 1 GB Python-only input), each
+  // list the first half's then the second's: the order of one walk.
+  const std::size_t n = t.lifetimes.size();
+  if (n < kMinSplitLifetimes || worker_count() < 2) {
+    live_lifetimes_in(t, indices, 0, n, out);
+    return out;
+  }
+  std::vector<std::vector<std::size_t>> second;
+  parallel_for(2, [&](std::size_t half) {
+    if (half == 0) live_lifetimes_in(t, indices, 0, n / 2, out);
+    else live_lifetimes_in(t, indices, n / 2, n, second);
+  });
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].insert(out[i].end(), second[i].begin(), second[i].end());
   return out;
 }
 

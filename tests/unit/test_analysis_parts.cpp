@@ -1,6 +1,6 @@
 // Building blocks of the analysis checked against naive versions: BigVector's growth and
-// resizes, the checkpointed LiveCurve and the timeline's peaks, and layouts_before() asked for
-// several moments at once in any order.
+// resizes, the checkpointed LiveCurve and the timeline's peaks, the lifetimes live at given
+// moments, and layouts_before() asked for several moments at once in any order.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -356,6 +356,35 @@ TEST(Timeline, LayoutsForSeveralMomentsMatchOneAtATime) {
   }
   EXPECT_TRUE(std::is_sorted(together[0].live.begin(), together[0].live.end(),
                              [](const auto& a, const auto& b) { return a.first < b.first; }));
+}
+
+// The lifetimes live at each moment, in lifetime order, whether one core walks them or two walk
+// a half each (200,000 lifetimes: past the split; 1,000: below it).
+TEST(Timeline, LiveLifetimesAtMomentsAreANaiveCheckOfEach) {
+  std::mt19937_64 rng(16);
+  for (const std::size_t count : {std::size_t{1000}, std::size_t{200'000}}) {
+    DeviceTimeline t;
+    const std::size_t events = 4 * count;
+    for (std::size_t k = 0; k < count; ++k) {
+      Lifetime l;
+      l.alloc = rng() % 8 == 0 ? kBeforeWindow : static_cast<EventIndex>(rng() % events);
+      const std::size_t after = l.alloc == kBeforeWindow ? 0 : std::size_t{l.alloc} + 1;
+      l.free = rng() % 5 == 0 ? kStillLive : static_cast<EventIndex>(after + rng() % (events - after + 1));
+      l.size = 512;
+      t.lifetimes.push_back(l);
+    }
+    const std::vector<std::size_t> moments = {0, 1, events / 3, events / 2, events / 2 + 1, events - 1, events};
+    const std::vector<std::vector<std::size_t>> live = live_lifetimes(t, moments);
+    ASSERT_EQ(live.size(), moments.size());
+    for (std::size_t m = 0; m < moments.size(); ++m) {
+      std::vector<std::size_t> expected;
+      for (std::size_t k = 0; k < count; ++k) {
+        if (t.lifetimes[k].live_at(moments[m])) expected.push_back(k);
+      }
+      EXPECT_EQ(live[m], expected) << count << " lifetimes, moment " << moments[m];
+      EXPECT_GT(expected.size(), 0u);
+    }
+  }
 }
 
 }  // namespace analysis_parts_tests
