@@ -3,6 +3,7 @@
 // decision table over the frames' facts.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -61,6 +62,24 @@ const CategoryRule& category_rule(const StackSignals& signals);
 
 // Category from the stack's frames alone (no trace evidence).
 Category categorize_stack(const Snapshot& snapshot, StackId stack);
+
+// categorize_stack, each stack decided once (a moment or a walk meets millions of blocks on a few
+// thousand stacks): an array by stack id.
+class CategoryMemo {
+ public:
+  explicit CategoryMemo(const Snapshot& s) : s_(s) {}
+  Category operator()(StackId stack) {
+    if (stack >= kinds_.size()) kinds_.resize(std::max<std::size_t>(stack + 1, s_.stack_count()), kNotYet);
+    std::uint8_t& k = kinds_[stack];
+    if (k == kNotYet) k = static_cast<std::uint8_t>(categorize_stack(s_, stack));
+    return static_cast<Category>(k);
+  }
+
+ private:
+  static constexpr std::uint8_t kNotYet = 0xff;
+  const Snapshot& s_;
+  std::vector<std::uint8_t> kinds_;  // by stack: its Category, or kNotYet
+};
 
 // Bytes and blocks of one kind among a site's blocks.
 struct SiteKind {

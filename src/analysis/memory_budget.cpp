@@ -59,35 +59,17 @@ std::string size_groups_text(const SizeCounts& counts) {
   return out;
 }
 
-// The stacks' kinds, each decided once (a moment holds up to millions of items on a few
-// thousand stacks).
-class KindCache {
- public:
-  explicit KindCache(const Snapshot& s) : s_(s) {}
-  Category of(StackId stack) {
-    if (stack >= kinds_.size()) kinds_.resize(std::max<std::size_t>(stack + 1, s_.stack_count()), kNotYet);
-    std::uint8_t& k = kinds_[stack];
-    if (k == kNotYet) k = static_cast<std::uint8_t>(categorize_stack(s_, stack));
-    return static_cast<Category>(k);
-  }
-
- private:
-  static constexpr std::uint8_t kNotYet = 0xff;
-  const Snapshot& s_;
-  std::vector<std::uint8_t> kinds_;  // by stack: its Category, or kNotYet
-};
-
 bool has_stack(const Snapshot& s, const LiveItem& item) { return item.stack != kNoStack && s.stack_size(item.stack) > 0; }
 
 // The stack rule's kind of an item with a stack: its allocation stack's kind, except that a block
 // allocated in backward that a backward stack frees later in the trace is a temporary of the
 // backward pass, not a gradient that outlives it, and that a Python-only stack's block of cuBLAS's
 // default workspace size is that workspace (cublas_workspace_by_size).
-Category stack_rule_kind(const Snapshot& s, const LiveItem& item, KindCache& kinds) {
+Category stack_rule_kind(const Snapshot& s, const LiveItem& item, CategoryMemo& kinds) {
   if (cublas_workspace_by_size(s, item.stack, item.requested)) return Category::Workspace;
-  const Category kind = kinds.of(item.stack);
+  const Category kind = kinds(item.stack);
   const bool freed_in_backward =
-      item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds.of(item.free_stack) == Category::Gradient;
+      item.free_stack != kNoStack && s.stack_size(item.free_stack) > 0 && kinds(item.free_stack) == Category::Gradient;
   return kind == Category::Gradient && freed_in_backward ? Category::Temporary : kind;
 }
 
@@ -346,7 +328,7 @@ struct Moment {
 };
 
 // Each item's stack rule kind, once (kind_sizes and decide read it).
-void rule_kinds_of(const Snapshot& s, Moment& m, KindCache& kinds) {
+void rule_kinds_of(const Snapshot& s, Moment& m, CategoryMemo& kinds) {
   m.rule_kinds.resize(m.items.size(), Category::Unknown);
   for (std::size_t k = 0; k < m.items.size(); ++k) {
     if (has_stack(s, m.items[k])) m.rule_kinds[k] = stack_rule_kind(s, m.items[k], kinds);
@@ -487,7 +469,7 @@ std::string kinds_phrase(const std::vector<std::pair<Category, std::uint64_t>>& 
 
 std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<DeviceTimeline>& timelines, const TotalsReport& totals) {
   std::vector<MemoryBudget> out;
-  KindCache kinds(s);
+  CategoryMemo kinds(s);
   // OOMs are numbered as Measures::ooms: in timeline order.
   std::map<std::int64_t, std::size_t> first_oom;
   std::size_t n = 0;

@@ -38,23 +38,6 @@ constexpr std::uint64_t kMinModelState = 512 * kMiB;
 
 double pct(double part, double whole);
 
-
-
-// categorize_stack, memoized per stack.
-class CategoryMemo {
- public:
-  explicit CategoryMemo(const Snapshot& s) : s_(s) {}
-  Category operator()(StackId stack) {
-    auto it = memo_.find(stack);
-    if (it == memo_.end()) it = memo_.emplace(stack, categorize_stack(s_, stack)).first;
-    return it->second;
-  }
-
- private:
-  const Snapshot& s_;
-  std::unordered_map<StackId, Category> memo_;
-};
-
 // The evidence line naming where the steps come from.
 Sentence steps_evidence(const Steps& st, std::size_t devices);
 // A leak-type pattern over steps only inferred from a period: at most medium confidence, and the
