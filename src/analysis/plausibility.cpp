@@ -67,8 +67,8 @@ void check_events(const Snapshot& s, Findings& f) {
     }
     for (std::size_t k = 0; k < events.size(); ++k) {
       const TraceEvent& e = events[k];
-      if (e.action != Action::Oom && e.size > kMaxPlausibleBytes) note_huge_size(d, k, e, f);
-      if (e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs)) note_bad_time(d, k, e, f);
+      if (implausible_size(e)) note_huge_size(d, k, e, f);
+      if (implausible_time(e)) note_bad_time(d, k, e, f);
     }
   }
 }

@@ -59,10 +59,10 @@ void EventPairer::add(const TraceEvent* events, std::size_t count) {
     const std::size_t k = p_.events + i;
     add_live(e, k);
     ++p_.actions[static_cast<std::size_t>(e.action)];
-    if (e.size > kMaxPlausibleBytes && e.action != Action::Oom && p_.first_huge_size == TraceScan::kNone) [[unlikely]] {
+    if (implausible_size(e) && p_.first_huge_size == TraceScan::kNone) [[unlikely]] {
       p_.first_huge_size = k;
     }
-    if (e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs) && p_.first_bad_time == TraceScan::kNone) [[unlikely]] {
+    if (implausible_time(e) && p_.first_bad_time == TraceScan::kNone) [[unlikely]] {
       p_.first_bad_time = k;
     }
     if (!e.has_time || e.time_us < last_time_) p_.times_ascending = false;
