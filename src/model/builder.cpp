@@ -305,7 +305,7 @@ void SnapshotBuilder::trace_fields(std::size_t device, const TraceFields& f, con
   e.has_time = f.has_time;
   e.stack = f.frames.kind == Kind::Interned && f.frames.aux == kStackTag ? static_cast<StackId>(f.frames.u)
                                                                           : stack_of(f.frames, doc, "a trace entry's frames");
-  e.stack = note_event_facts(device, f, doc, e.stack);
+  if (!plainly_no_event_facts(f)) e.stack = note_event_facts(device, f, doc, e.stack);
   events_.add(device, e);
 }
 
