@@ -8,7 +8,6 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "model/event_store.h"
@@ -21,25 +20,6 @@ namespace memsnap {
 
 // Reads allocator_settings.roundup_power2_divisions into `settings` (builder_2026.cpp).
 void read_roundup_divisions(const Value& dict, const Document& doc, AllocatorSettings& settings);
-
-// A trace entry whose 2026 fields plainly say nothing, in a few comparisons inline (the
-// builder asks before note_event_facts): no extra field but compile_context, and it is the "N/A"
-// PyTorch writes when there is none. (A call and a string compare here took 90 instructions an
-// entry, 9% of a Python-only trace's read.)
-namespace builder_detail {
-inline constexpr unsigned kContextSlot = extra_slot(TraceField::CompileContext);
-template <std::size_t... K>
-bool only_context_present(const TraceFields& f, std::index_sequence<K...>) {
-  return ((K == kContextSlot || f.extra[K].kind == Kind::None) && ...);
-}
-inline bool is_no_context(const Value& v) {
-  return v.kind == Kind::Str && v.aux == 3 && v.s[0] == 'N' && v.s[1] == '/' && v.s[2] == 'A';
-}
-}  // namespace builder_detail
-inline bool plainly_no_event_facts(const TraceFields& f) {
-  using namespace builder_detail;
-  return only_context_present(f, std::make_index_sequence<kTraceExtraCount>()) && is_no_context(f.extra[kContextSlot]);
-}
 
 class SnapshotBuilder final : public TraceEntrySink {
  public:

@@ -81,6 +81,7 @@ class SplitSink final : public TraceEntrySink {
   // What has_no_event_facts (model/builder_2026.cpp) passes, in its plainest form: every 2026
   // field absent or an empty str, compile_context also "N/A".
   static void check_no_event_facts(const TraceFields& f) {
+    if (plainly_no_event_facts(f)) return;  // the usual entry
     constexpr unsigned kContext = extra_slot(TraceField::CompileContext);
     for (unsigned k = 0; k < kTraceExtraCount; ++k) {
       const Value& v = f.extra[k];

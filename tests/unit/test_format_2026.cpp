@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -12,6 +14,7 @@
 #include "model/frame_facts.h"
 #include "model/load.h"
 #include "model/traceback_text.h"
+#include "read/pickle_reader.h"
 #include "report/json_report.h"
 #include "test_support.h"
 
@@ -127,6 +130,26 @@ TEST(Format2026, OnlyEntriesThatSaySomethingKeepFacts) {
   EXPECT_EQ(s.event_facts[0][1].entry, 2u);
   EXPECT_EQ(s.strings[s.event_facts[0][1].user_metadata], "x");
   EXPECT_EQ(s.strings[s.event_facts[0][1].compile_context], "");
+}
+
+// The inline check the builder and the trace split ask first: true only for an entry with no
+// extra field but compile_context, absent or "N/A"; anything else is left to the full check.
+TEST(Format2026, PlainEntriesAreToldInlineAndNothingElseIs) {
+  const auto with = [](std::initializer_list<std::pair<TraceField, Value>> extras) {
+    TraceFields f;
+    for (const auto& [field, v] : extras) f.extra[extra_slot(field)] = v;
+    return plainly_no_event_facts(f);
+  };
+  const auto str = [](const char* text) { return Value::string(text, static_cast<std::uint32_t>(std::strlen(text))); };
+  EXPECT_TRUE(with({}));
+  EXPECT_TRUE(with({{TraceField::CompileContext, str("N/A")}}));
+  EXPECT_FALSE(with({{TraceField::CompileContext, str("N/B")}}));
+  EXPECT_FALSE(with({{TraceField::CompileContext, str("N/A ")}}));
+  EXPECT_FALSE(with({{TraceField::CompileContext, str("")}}));  // empty says nothing too, but the full check tells
+  EXPECT_FALSE(with({{TraceField::CompileContext, Value::integer(3)}}));
+  EXPECT_FALSE(with({{TraceField::CompileContext, str("N/A")}, {TraceField::UserMetadata, str("x")}}));
+  EXPECT_FALSE(with({{TraceField::PoolId, Value::integer(0)}}));
+  EXPECT_FALSE(with({{TraceField::ForwardFrames, Value::none()}, {TraceField::Category, str("")}}));
 }
 
 TEST(Format2026, HostOnlyHistoryIsItsOwnSection) {
