@@ -586,6 +586,12 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
   const std::size_t limit = fast_limit_;
   const std::uint8_t* const data = data_;  // a local: the stores into f and the memo cannot move it
+  // Every fixed-size opcode fits in 10 bytes, and a key (a memo reference) in 5: inside a frame
+  // one check a position covers the key and its value (an entry that ends this close to the
+  // frame's end is left to the key/value fast path, fast_entry). The last position one may start at:
+  constexpr std::size_t kRoom = kFrames ? 10 : 15;
+  if (limit < kRoom) return false;
+  const std::size_t last_start = limit - kRoom;
   if (p < limit && data_[p] == op::kMemoize && memo_.size() < limits::kMaxMemoEntries) {
     memo_.push_released();  // the dict itself: PyTorch never refers to it again
     ++p;
@@ -604,16 +610,16 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   }
   std::int64_t ints[5] = {};  // by TraceField: Addr, Size, Stream, Time
   bool has_time = false;
-  for (std::size_t position = 0;; ++position) {
+  // The keys learned at each position, walked by pointer (position k uses key_bytes_[k % kKeySlots]).
+  KeyBytes* const first_key = key_bytes_;
+  KeyBytes* const keys_end = key_bytes_ + kKeySlots;
+  for (KeyBytes* next_key = first_key;; next_key = next_key + 1 == keys_end ? first_key : next_key + 1) {
     skip_frames<kFrames>(p);
-    // Every fixed-size opcode fits in 10 bytes, and a key (a memo reference) in 5: inside a frame
-    // one check covers the key and its value. (An entry that ends this close to the frame's end
-    // is left to the key/value fast path, fast_entry.)
-    if (p + (kFrames ? 10 : 15) > limit) return false;
+    if (p > last_start) return false;
     const std::uint8_t* d = data + p;
     std::uint64_t word;
     std::memcpy(&word, d, 8);
-    KeyBytes& known = key_bytes_[position % kKeySlots];
+    KeyBytes& known = *next_key;
     TraceField field;
     if ((word & known.mask) == known.bytes) {  // the same key as at this position last time
       field = known.field;
