@@ -441,6 +441,7 @@ class PickleVm {
   static constexpr std::size_t kMaxFastPairs = 128;  // keys and values of one entry (PyTorch: ~20)
   Value fast_pairs_[kMaxFastPairs];
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
+  TraceFields typed_fields_;    // the entry typed_entry decodes
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
   bool cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash);
   ReferenceListCache reference_list_bytes_;  // lists outside the trace by their bytes
