@@ -58,7 +58,6 @@ inline std::size_t memo_ref(const std::uint8_t* d, std::size_t available, std::u
   return memo_index(d, available, op::kBinGet, op::kLongBinGet, index);
 }
 
-
 }  // namespace
 
 // ---- fast path for trace entries ----

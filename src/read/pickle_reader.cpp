@@ -83,13 +83,14 @@ void PickleVm::stream_batch(const MarkInfo& mark) {
   // Slots written since the mark can name only containers made since it: with none made (the
   // fast paths memoize strs, stacks and released dicts), there is nothing to convert, and the walk
   // over the batch's slots (three an entry of a Python-only trace, 3% of its read) is skipped.
-  const bool new_containers = doc_.mark().containers > mark.arena.containers;
-  for (std::size_t k = new_containers ? mark.memo : memo_.size(); k < memo_.size(); ++k) {
-    const Value& slot = memo_[k];
-    if (!slot.is_container() || slot.index < mark.arena.containers) continue;
-    auto converted = sink_->converted(slot.index);
-    if (converted) memo_.set_converted(k, *converted);
-    else memo_.set(k, Value::released());
+  if (doc_.mark().containers > mark.arena.containers) {
+    for (std::size_t k = mark.memo; k < memo_.size(); ++k) {
+      const Value& slot = memo_[k];
+      if (!slot.is_container() || slot.index < mark.arena.containers) continue;
+      auto converted = sink_->converted(slot.index);
+      if (converted) memo_.set_converted(k, *converted);
+      else memo_.set(k, Value::released());
+    }
   }
   sink_->released(mark.arena.containers);
   doc_.release_to(mark.arena);
