@@ -111,14 +111,14 @@ class BigVector {
 
   void push_back(const T& v) {
     if (size_ == capacity_) [[unlikely]] grow(size_ + 1);
-    set_size(size_ + 1);
+    lengthen(size_ + 1);
     data_[size_ - 1] = v;
     if (size_ * sizeof(T) >= prefault_at_) [[unlikely]] prefault();
   }
   void append(const T* items, std::size_t count) {
     if (count == 0) return;
     if (size_ + count > capacity_) grow(size_ + count);
-    set_size(size_ + count);
+    lengthen(size_ + count);
     std::memcpy(static_cast<void*>(data_ + size_ - count), items, count * sizeof(T));
     if (size_ * sizeof(T) >= prefault_at_) [[unlikely]] prefault();
   }
@@ -190,10 +190,20 @@ class BigVector {
     return true;
   }
   void set_size(std::size_t n) {
-    if (n > written_) written_ = n;
+    if (n < size_) {
+      if (size_ > written_) written_ = size_;  // shrinking: keep how far the elements were written
+#ifdef MEMSNAP_BIG_VECTOR_ASAN
+      if (data_) ASAN_POISON_MEMORY_REGION(data_ + n, (size_ - n) * sizeof(T));
+#endif
+      size_ = n;
+      return;
+    }
+    lengthen(n);
+  }
+  // set_size for n >= size_ (pushes and appends: no high-water mark to keep, see written_).
+  void lengthen(std::size_t n) {
 #ifdef MEMSNAP_BIG_VECTOR_ASAN
     if (data_ && n > size_) ASAN_UNPOISON_MEMORY_REGION(data_ + size_, (n - size_) * sizeof(T));
-    if (data_ && n < size_) ASAN_POISON_MEMORY_REGION(data_ + n, (size_ - n) * sizeof(T));
 #endif
     size_ = n;
   }
@@ -214,7 +224,9 @@ class BigVector {
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
   std::size_t mapped_ = 0;  // bytes mapped at data_
-  std::size_t written_ = 0;  // the largest size so far: elements at or past it were never written
+  // With size_, the largest size so far: elements at or past max(written_, size_) were never
+  // written (set when the vector shrinks, so that a push need not update it).
+  std::size_t written_ = 0;
   std::size_t prefaulted_ = 0;  // bytes from data_ whose pages were asked for (they survive mremap)
   std::size_t prefault_at_ = big_vector_detail::kPrefaultFrom;  // size in bytes that asks for more
 };

@@ -136,6 +136,26 @@ TEST(BigVector, ResizeWithZerosClearsOldElementsAndFaultsNoFreshPage) {
   EXPECT_EQ(v[v.size() - 1], 0u);  // and they read as zeros
 }
 
+// The high-water mark survives pushes, shrinks and clears in any order: zeros are rewritten up to
+// the largest size the vector ever had, not only the one before the last shrink.
+TEST(BigVector, ResizeWithZerosClearsWhatEveryEarlierSizeLeft) {
+  BigVector<std::uint32_t> v;
+  for (std::uint32_t i = 1; i <= 10; ++i) v.push_back(i);
+  v.resize(3);
+  for (std::uint32_t i = 4; i <= 20; ++i) v.push_back(i);  // 20 elements, past the mark of 10
+  v.clear();
+  v.push_back(7);
+  v.resize(25, 0);
+  std::vector<std::uint32_t> want(25, 0);
+  want[0] = 7;
+  EXPECT_EQ(std::vector<std::uint32_t>(v.begin(), v.end()), want);
+  v.resize(1);
+  v.append(want.data(), 2);  // 7, 7
+  v.resize(25, 0);
+  want[1] = 7;
+  EXPECT_EQ(std::vector<std::uint32_t>(v.begin(), v.end()), want);
+}
+
 #ifdef MEMSNAP_BIG_VECTOR_ASAN
 // The annotations follow every size change: reading past size() is an AddressSanitizer error.
 void read_past_the_size() {
