@@ -39,9 +39,9 @@ struct TraceFields {
 
 // An entry whose 2026 fields plainly say nothing, in a few comparisons inline: no extra field
 // but compile_context, and that absent or the "N/A" PyTorch writes when there is none (nearly
-// every entry of a trace). The builder and the trace split's sink ask it before looking at the fields one
-// by one; false does not mean the fields say something. (A string_view == "N/A" and a call here
-// took 90 instructions an entry, 9% of a Python-only trace's read.)
+// every entry of a trace). The builder and the trace split's sink ask it before looking at the
+// fields one by one; false does not mean the fields say something. (A call and a string_view ==
+// "N/A" took 76 instructions an entry more, 8% of a Python-only trace's read; bench/README §30.)
 namespace trace_fields_detail {
 inline constexpr unsigned kContextSlot = extra_slot(TraceField::CompileContext);
 template <std::size_t... K>

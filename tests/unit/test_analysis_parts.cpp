@@ -150,7 +150,7 @@ TEST(BigVector, ResizeWithZerosClearsWhatEveryEarlierSizeLeft) {
   want[0] = 7;
   EXPECT_EQ(std::vector<std::uint32_t>(v.begin(), v.end()), want);
   v.resize(1);
-  v.append(want.data(), 2);  // 7, 7
+  v.append(want.data(), 2);  // 7, 0 after the 7: v is 7, 7, 0
   v.resize(25, 0);
   want[1] = 7;
   EXPECT_EQ(std::vector<std::uint32_t>(v.begin(), v.end()), want);
