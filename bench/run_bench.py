@@ -24,6 +24,9 @@ time can be compared across machines whose Python and memory differ (read / scan
 --no-warm, since the scan fills the page cache. And after the scan a child maps the file and
 says how much of it the page cache holds in huge (2 MiB) folios ("page_cache_huge_fraction"):
 on a VM with shadow page tables memsnap's mapping is read faster when it is (bench/README §21).
+At each round's start and end the runner times a fixed pure-Python loop ("probe_start_s",
+"probe_end_s"): how fast the machine was, for runs on a VM whose host's load moves every timing
+by up to 3x within minutes (bench/README §30).
 """
 import argparse
 import os
@@ -121,6 +124,18 @@ def page_cache_huge_fraction(python, path, size):
     return None
 
 
+def cpu_probe():
+    """Seconds a fixed pure-Python loop takes in this runner (one core): how fast the machine is
+    at that moment. On a VM whose host is loaded the same binary's report moves by up to 3x within
+    minutes (bench/README §29-§30); the probe at each round's start and end says which rounds ran
+    on a slow machine."""
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(1_000_000):
+        x += i & 7
+    return time.perf_counter() - t0
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -174,7 +189,7 @@ def main():
     rounds = []
     failed = False
     for r in range(args.rounds):
-        row = {"round": r + 1, "load_average_1min": os.getloadavg()[0],
+        row = {"round": r + 1, "load_average_1min": os.getloadavg()[0], "probe_start_s": cpu_probe(),
                "scan_s": None if args.no_warm else warm_cache(snap)}  # --no-warm: the scan would warm it
         row["page_cache_huge_fraction"] = page_cache_huge_fraction(args.python, snap, file_size)
         for name, argv in children.items():
@@ -193,12 +208,14 @@ def main():
             if rc != 0:
                 failed = True
                 sys.stderr.write(f"{name} child failed (rc {rc}): {shlex.join(argv)}\n{err[-4000:]}\n")
+        row["probe_end_s"] = cpu_probe()
         rounds.append(row)
         load = row["python_load_s"]
         print(f"round {r + 1}: read {row['read_s']:7.3f} s ({fmt_kib(row['read_maxrss_kib'])})   "
               f"report {row['report_s']:7.3f} s ({fmt_kib(row['report_maxrss_kib'])})   "
               f"python {row['python_s']:7.3f} s, pickle.load {load if load is not None else float('nan'):7.3f} s "
-              f"({fmt_kib(row['python_maxrss_kib'])})   load {row['load_average_1min']:.2f}", flush=True)
+              f"({fmt_kib(row['python_maxrss_kib'])})   load {row['load_average_1min']:.2f}   "
+              f"probe {1e3 * row['probe_start_s']:.0f} -> {1e3 * row['probe_end_s']:.0f} ms", flush=True)
         for name in children:
             if name.startswith("report_"):
                 print(f"         {name} {row[name + '_s']:7.3f} s ({fmt_kib(row[name + '_maxrss_kib'])})", flush=True)

@@ -9,8 +9,9 @@ the same JSON ratio by CPU time (pickle.load's process time against every thread
 child), the largest analysis stage's share of the JSON report, peak RSS / file size of the
 JSON report with every event kept and with the default --max-trace-events, and memsnap's read
 time over the runner's plain read() of the file (read / scan; "-" in files from before stop 33),
-and how much of the file the page cache held in huge folios at the rounds' starts ("-" in files
-from before stop 36; bench/README §21).
+how much of the file the page cache held in huge folios at the rounds' starts ("-" in files
+from before stop 36; bench/README §21), and the runner's CPU probe at the rounds' starts and ends,
+fastest-slowest in ms (how fast the machine was; "-" in files from before stop 45, §30).
 """
 import json
 import os
@@ -20,6 +21,11 @@ import sys
 def huge_folios(rounds):
     shares = [x["page_cache_huge_fraction"] for x in rounds if x.get("page_cache_huge_fraction") is not None]
     return f"{min(shares):.0%}-{max(shares):.0%}" if shares else "-"
+
+
+def probes(rounds):
+    ms = [1e3 * x[k] for x in rounds for k in ("probe_start_s", "probe_end_s") if x.get(k) is not None]
+    return f"{min(ms):.0f}-{max(ms):.0f}" if ms else "-"
 
 
 def row(path):
@@ -42,13 +48,14 @@ def row(path):
         f"{rss['report'] * 1024 / size:.2f} / {rss.get('report_capped', float('nan')) * 1024 / size:.2f}",
         f"{r['median_s']['read'] / r['median_scan_s']:.1f}x" if r.get("median_scan_s") else "-",
         huge_folios(r["rounds"]),
+        probes(r["rounds"]),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 def main():
-    print("| input | size | load | pickle.load | / read | / JSON | / text | / HTML | / JSON (CPU) | top stage | RSS all / default (x file) | read / scan | huge folios |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| input | size | load | pickle.load | / read | / JSON | / text | / HTML | / JSON (CPU) | top stage | RSS all / default (x file) | read / scan | huge folios | probe (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in sys.argv[1:]:
         print(row(path))
 
