@@ -336,22 +336,23 @@ void rule_kinds_of(const Snapshot& s, Moment& m, CategoryMemo& kinds) {
 }
 
 // The sizes of the live blocks of `kind` with stacks at each moment (stack_rule_kind: gradients
-// without the backward's temporaries).
-std::vector<SizeCounts> kind_sizes(const Snapshot& s, const std::vector<Moment>& moments, Category kind) {
+// without the backward's temporaries). `kind` is never Unknown, the rule kind of an item without
+// a stack, so the rule kinds alone pick the items with stacks.
+std::vector<SizeCounts> kind_sizes(const std::vector<Moment>& moments, Category kind) {
   std::vector<SizeCounts> out;
   for (const Moment& m : moments) {
     SizeCounts& counts = out.emplace_back();
     for (std::size_t k = 0; k < m.items.size(); ++k) {
-      if (m.rule_kinds[k] == kind && has_stack(s, m.items[k])) ++counts[m.items[k].requested];
+      if (m.rule_kinds[k] == kind) ++counts[m.items[k].requested];
     }
   }
   return out;
 }
 
 // The gradients' sizes: those live at the moment holding the most gradient bytes.
-SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments) {
+SizeCounts gradient_sizes(const std::vector<Moment>& moments) {
   SizeCounts best;
-  for (SizeCounts& counts : kind_sizes(s, moments, Category::Gradient)) {
+  for (SizeCounts& counts : kind_sizes(moments, Category::Gradient)) {
     if (bytes_of(counts) > bytes_of(best)) best = std::move(counts);
   }
   return best;
@@ -359,9 +360,9 @@ SizeCounts gradient_sizes(const Snapshot& s, const std::vector<Moment>& moments)
 
 // The optimizer state's sizes at the moment holding the least of it (but some): its lasting
 // moments, without the temporaries optimizer.step() allocates while it runs.
-SizeCounts optimizer_sizes(const Snapshot& s, const std::vector<Moment>& moments) {
+SizeCounts optimizer_sizes(const std::vector<Moment>& moments) {
   SizeCounts best;
-  for (SizeCounts& counts : kind_sizes(s, moments, Category::OptimizerState)) {
+  for (SizeCounts& counts : kind_sizes(moments, Category::OptimizerState)) {
     if (bytes_of(counts) > 0 && (best.empty() || bytes_of(counts) < bytes_of(best))) best = std::move(counts);
   }
   return best;
@@ -480,8 +481,8 @@ std::vector<MemoryBudget> memory_budgets(const Snapshot& s, const std::vector<De
   for (const DeviceTotals& d : totals.devices) {
     std::vector<Moment> moments = moments_of(s, timelines, d, first_oom.count(d.device) ? first_oom[d.device] : 0);
     for (Moment& m : moments) rule_kinds_of(s, m, kinds);
-    const SizeCounts gradients = gradient_sizes(s, moments);
-    const SizeCounts optimizer = optimizer_sizes(s, moments);
+    const SizeCounts gradients = gradient_sizes(moments);
+    const SizeCounts optimizer = optimizer_sizes(moments);
     for (Moment& m : moments) {
       const std::vector<Decision> decisions = decide(s, m.items, m.rule_kinds, gradients, optimizer, m.budget);
       fill_rows(m.budget, m.items, decisions);

@@ -107,15 +107,15 @@ inline constexpr std::uint64_t kMaxPlausibleBytes = 1ull << 50;
 // Trace times are microseconds since the epoch (about 2^51 today); beyond 2^60 is not a time.
 inline constexpr std::int64_t kMaxPlausibleTimeUs = std::int64_t{1} << 60;
 
-// The first implausible values of a device's events (an event size above kMaxPlausibleBytes, an oom's
-// excepted; a time outside [0, kMaxPlausibleTimeUs]), found by the event store's pass while the
-// events were read, so the analysis does not walk them again (analysis/plausibility.h). It stands
-// for the events as the store left them: none dropped and `events` their number (nothing after
-// the store changes an event's size or time).
-// The two rules, shared by the store's pass and the check's walk.
+// The two rules, shared by the event store's pass and the plausibility check's walk: a size above
+// kMaxPlausibleBytes (an oom's excepted), a time outside [0, kMaxPlausibleTimeUs].
 inline bool implausible_size(const TraceEvent& e) { return e.action != Action::Oom && e.size > kMaxPlausibleBytes; }
 inline bool implausible_time(const TraceEvent& e) { return e.has_time && (e.time_us < 0 || e.time_us > kMaxPlausibleTimeUs); }
 
+// The first implausible values of a device's events, found by the event store's pass while the
+// events were read, so the analysis does not walk them again (analysis/plausibility.h). It stands
+// for the events as the store left them: none dropped and `events` their number (nothing after
+// the store changes an event's size or time).
 struct TraceScan {
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
   std::uint64_t events = 0;  // events scanned (0 with events kept: not scanned, the check walks them)
