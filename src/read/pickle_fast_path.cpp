@@ -19,15 +19,17 @@ namespace {
     }
     case op::kLong1: {
       const std::size_t n = d[1];
-      if (n > 8) return false;
+      if (n - 1 > 7) {  // n == 0 (zero) or n > 8 (not a small int: p stays)
+        if (n != 0) return false;
+        out = 0;
+        p += 2;
+        return true;
+      }
+      // The n little-endian bytes, sign-extended from the top one: shifted to the word's top and back.
       std::uint64_t v;
       std::memcpy(&v, d + 2, 8);
-      if (n == 0) v = 0;
-      else if (n < 8) {
-        v &= (std::uint64_t(1) << (8 * n)) - 1;
-        if (d[1 + n] & 0x80) v |= ~std::uint64_t(0) << (8 * n);
-      }
-      out = static_cast<std::int64_t>(v);
+      const unsigned unused = 64 - 8 * static_cast<unsigned>(n);
+      out = static_cast<std::int64_t>(v << unused) >> unused;
       p += 2 + n;
       return true;
     }
@@ -577,6 +579,52 @@ template <bool kFrames>
   return typed_value<kFrames>(p, v, allow_tuple);
 }
 
+// PyTorch writes every trace entry's first keys in one order: action, addr, size, stream and
+// (since 2.1) time_us. Which positions hold them is learned with the keys' bytes (learn_prefix).
+void PickleVm::learn_prefix() {
+  constexpr TraceField kOrder[5] = {TraceField::Action, TraceField::Addr, TraceField::Size, TraceField::Stream, TraceField::Time};
+  unsigned n = 0;
+  while (n < 5 && key_bytes_[n].field == kOrder[n]) ++n;
+  typed_prefix_ = n >= 4 ? n : 0;
+}
+
+// Those first keys decoded in a straight line, inside one pickle frame: each position's key is
+// compared with the one learned there and its value read as that field's, with no dispatch on
+// the field. Returns the position the per-key loop goes on from (the first whose key is not the
+// one learned there: the loop then learns it), or nullptr where the entry is not one the typed
+// path takes (a value of another type).
+template <bool kFrames>
+[[gnu::always_inline]] inline PickleVm::KeyBytes* PickleVm::typed_prefix(std::size_t& p, TraceFields& f, std::int64_t* ints, bool* read) {
+  KeyBytes* const keys = key_bytes_;
+  // A key (at most 5 bytes) and its value (at most 10) at each of the five positions: one check
+  // covers them all.
+  constexpr std::size_t kRoom = 5 * 15;
+  if (kFrames || typed_prefix_ == 0 || fast_limit_ < kRoom || p > fast_limit_ - kRoom) return keys;
+  const std::uint8_t* const data = data_;
+  auto key = [&](const KeyBytes& known) __attribute__((always_inline)) {
+    std::uint64_t word;
+    std::memcpy(&word, data + p, 8);
+    if ((word & known.mask) != known.bytes) return false;
+    p += known.length;
+    return true;
+  };
+  auto integer = [&](TraceField field) __attribute__((always_inline)) {
+    read[static_cast<unsigned>(field)] = true;
+    return read_small_int(data + p, p, ints[static_cast<unsigned>(field)]);
+  };
+  if (!key(keys[0])) return keys;
+  if (!keyed_value<false>(p, keys[0], f.action, false) || (f.action.kind != Kind::Str && !is_split_slot(f.action))) return nullptr;
+  if (!key(keys[1])) return keys + 1;
+  if (!integer(TraceField::Addr)) return nullptr;
+  if (!key(keys[2])) return keys + 2;
+  if (!integer(TraceField::Size)) return nullptr;
+  if (!key(keys[3])) return keys + 3;
+  if (!integer(TraceField::Stream)) return nullptr;
+  if (typed_prefix_ < 5 || !key(keys[4])) return keys + 4;
+  if (!integer(TraceField::Time)) return nullptr;
+  return keys + 5;
+}
+
 template <bool kFrames>
 bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   std::size_t p = p_io;
@@ -603,13 +651,17 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
   if (generation != key_bytes_generation_) {
     for (KeyBytes& k : key_bytes_) k = KeyBytes{};
     key_bytes_generation_ = generation;
+    typed_prefix_ = 0;
   }
   std::int64_t ints[5] = {};  // by TraceField: Addr, Size, Stream, Time
   bool read[8] = {};  // by TraceField: which of the ints were read (one store, no compare)
-  // The keys learned at each position, walked by pointer (position k uses key_bytes_[k % kKeySlots]).
+  // The keys learned at each position, walked by pointer (position k uses key_bytes_[k % kKeySlots])
+  // from where typed_prefix stopped.
   KeyBytes* const first_key = key_bytes_;
   KeyBytes* const keys_end = key_bytes_ + kKeySlots;
-  for (KeyBytes* next_key = first_key;; next_key = next_key + 1 == keys_end ? first_key : next_key + 1) {
+  KeyBytes* const loop_start = typed_prefix<kFrames>(p, f, ints, read);
+  if (!loop_start) return false;
+  for (KeyBytes* next_key = loop_start;; next_key = next_key + 1 == keys_end ? first_key : next_key + 1) {
     skip_frames<kFrames>(p);
     if (p > last_start) return false;
     const std::uint8_t* d = data + p;
@@ -631,6 +683,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
       field = field_of_key(index);
       const std::uint64_t mask = (std::uint64_t(1) << (8 * length)) - 1;
       known = {word & mask, mask, static_cast<std::uint32_t>(length), field};
+      learn_prefix();
     }
     skip_frames<kFrames>(p);
     if (kFrames && p + 10 > limit) return false;

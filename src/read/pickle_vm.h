@@ -401,6 +401,9 @@ class PickleVm {
   bool typed_entry_fields(std::size_t& p, TraceFields& fields);
   struct KeyBytes;
   template <bool kFrames>
+  KeyBytes* typed_prefix(std::size_t& p, TraceFields& fields, std::int64_t* ints, bool* read);
+  void learn_prefix();
+  template <bool kFrames>
   bool keyed_value(std::size_t& p, KeyBytes& known, Value& v, bool allow_tuple);
   TraceField field_of_key(std::uint64_t index);
   template <bool kFrames>
@@ -467,6 +470,9 @@ class PickleVm {
   static constexpr std::size_t kKeySlots = 16;
   KeyBytes key_bytes_[kKeySlots];
   std::uint64_t key_bytes_generation_ = 0;
+  // How many leading positions' learned keys are PyTorch's first ones, action, addr, size, stream
+  // and time_us (4 or 5; 0: not these), which typed_prefix decodes without the per-key dispatch.
+  unsigned typed_prefix_ = 0;
   std::size_t frame_end_ = 0;   // end of the current pickle frame (no FRAME opcode before it)
   std::size_t fast_limit_ = 0;  // the fast path reads no byte at or past this
   PickleInfo info_;

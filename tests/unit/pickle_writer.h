@@ -66,6 +66,16 @@ class PickleWriter {
   // key/value helpers for dicts built with MARK ... SETITEMS
   PickleWriter& key(std::string_view k) { return str(k).memoize(); }
   const std::vector<std::uint8_t>& bytes() const { return bytes_; }
+  // The bytes with everything after PROTO in one pickle frame (FRAME and its 8-byte length), as
+  // pickle.dumps frames a protocol 4 stream (in frames of 64 KiB; one is as valid).
+  std::vector<std::uint8_t> framed() const {
+    std::vector<std::uint8_t> out(bytes_.begin(), bytes_.begin() + 2);
+    out.push_back(0x95);
+    const std::uint64_t n = bytes_.size() - 2;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+    out.insert(out.end(), bytes_.begin() + 2, bytes_.end());
+    return out;
+  }
 
  private:
   std::vector<std::uint8_t> bytes_;

@@ -436,6 +436,87 @@ TEST(Model, ARepeatedShortStrAfterAKeyReadsAsTheStrTheBytesSay) {
 namespace memsnap {
 namespace model_tests {
 
+// The typed fast path decodes PyTorch's first keys (action, addr, size, stream, time_us) in a
+// straight line once it has learned their bytes. Entries that drop time_us, swap two keys, name
+// device_free in addr's place (an oom) or carry a key learned nowhere else must still read as
+// their bytes say, and every int encoding a pickler may write (BININT1, BININT2, BININT, LONG1
+// of 0 to 8 bytes, negative and not minimal) must give its value.
+TEST(Model, TypedEntriesReadEveryIntEncodingInAnyKeyOrder) {
+  PickleWriter w(4);
+  std::uint32_t memo = 0;
+  auto put = [&] { w.memoize(); return memo++; };
+  w.dict(); put(); w.mark();
+  w.str("device_traces"); put();
+  w.list(); put();
+  w.list(); put(); w.mark();
+  std::map<std::string, std::uint32_t> keys;
+  auto key = [&](const std::string& k) {
+    if (auto it = keys.find(k); it != keys.end()) w.long_binget(it->second);
+    else { w.str(k); keys[k] = put(); }
+  };
+  // Value k of an int field, written in encoding k % 12: LONG1 of n = 0..8 bytes for k % 12 < 9
+  // (n = 0 is zero), then BININT1, BININT2, BININT.
+  auto value_of = [](int k, bool is_signed) -> std::int64_t {
+    const int n = k % 12;
+    if (n == 0) return 0;
+    if (n <= 8) {
+      const std::int64_t magnitude = (std::int64_t(1) << (8 * n - 2)) + k % 32;  // uses the top byte
+      return is_signed && k % 2 ? -magnitude : magnitude;
+    }
+    return n == 9 ? k % 256 : n == 10 ? 256 + k : 70000 + k;
+  };
+  auto write = [&](int k, std::int64_t v) {
+    const int n = k % 12;
+    if (n <= 8) w.op(0x8a).u8(static_cast<std::uint8_t>(n)).le(static_cast<std::uint64_t>(v), n);
+    else if (n == 9) w.op('K').u8(static_cast<std::uint8_t>(v));
+    else if (n == 10) w.op('M').le(static_cast<std::uint64_t>(v), 2);
+    else w.op('J').le(static_cast<std::uint32_t>(v), 4);
+  };
+  struct Expected { std::uint64_t addr, size; std::int64_t stream, time; bool oom; };
+  std::vector<Expected> expected;
+  std::uint32_t alloc = 0, oom = 0;
+  for (int i = 0; i < 400; ++i) {
+    const bool is_oom = i % 13 == 6, no_time = i % 7 == 3, swapped = i % 11 == 5, extra = i % 17 == 9;
+    const Expected e{static_cast<std::uint64_t>(value_of(i, false)), static_cast<std::uint64_t>(value_of(i + 3, false)),
+                     value_of(i + 5, true), no_time ? 0 : value_of(i + 7, true), is_oom};
+    expected.push_back(e);
+    w.dict(); put(); w.mark();
+    key("action");
+    if (is_oom) {
+      if (oom) w.long_binget(oom); else { w.str("oom"); oom = put(); }
+    } else {
+      if (alloc) w.long_binget(alloc); else { w.str("alloc"); alloc = put(); }
+    }
+    auto addr = [&] { key(is_oom ? "device_free" : "addr"); write(i, static_cast<std::int64_t>(e.addr)); };
+    auto size = [&] { key("size"); write(i + 3, static_cast<std::int64_t>(e.size)); };
+    if (swapped) { size(); addr(); } else { addr(); size(); }
+    key("stream"); write(i + 5, e.stream);
+    if (!no_time) { key("time_us"); write(i + 7, e.time); }
+    if (extra) { key("compile_context"); w.str("N/A"); put(); }
+    key("frames"); w.list(); put();
+    w.setitems();
+  }
+  w.appends();
+  w.append();
+  w.setitems().stop();
+  // In one pickle frame, as PyTorch's files are: the typed path then reads without FRAME checks.
+  const auto loaded = test::load_bytes(w.framed());
+  const Snapshot& s = loaded.snapshot;
+  const auto& events = s.device_traces.at(0).events;
+  ASSERT_EQ(events.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(events[i].action, expected[i].oom ? Action::Oom : Action::Alloc) << i;
+    EXPECT_EQ(events[i].addr, expected[i].addr) << i;
+    EXPECT_EQ(events[i].size, expected[i].size) << i;
+    EXPECT_EQ(s.stream(events[i]), expected[i].stream) << i;
+    EXPECT_EQ(events[i].time_us, expected[i].time) << i;
+    EXPECT_EQ(events[i].has_time, i % 7 != 3) << i;
+  }
+  // The values use LONG1's every length up to 8 bytes, negative ones among them.
+  EXPECT_EQ(expected[8].addr, (std::uint64_t(1) << 62) + 8);
+  EXPECT_EQ(expected[0].stream, -((std::int64_t(1) << 38) + 5));
+}
+
 // A file large enough (about 48 MB) that the reader's pager thread maps ahead and releases
 // behind, and the event worker stores many batches for two devices; with a limit smaller than
 // device 1's trace, its ring wraps. Every event must arrive, in order, on the right device.
