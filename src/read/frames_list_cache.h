@@ -96,10 +96,10 @@ class ListBytesCache {
   // What a list whose reference bytes equal body[0, length) decoded to, or nullptr. With
   // kShortLookup, `limit` is the end of what is readable from body, and a hit also becomes the
   // list find_short tries first for lists that begin with body's first eight bytes.
-  const T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h, const std::uint8_t* limit = nullptr) {
+  T* find(const std::uint8_t* body, std::size_t length, std::uint64_t h, const std::uint8_t* limit = nullptr) {
     const auto it = index_.find(h);
     if (it == index_.end()) return nullptr;
-    const Entry& e = entries_[it->second];
+    Entry& e = entries_[it->second];
     if (e.length != length || !same_bytes(bytes_.data() + e.offset, body, length)) return nullptr;
     note_recent(body, limit, it->second);
     return &e.value;
@@ -119,7 +119,7 @@ class ListBytesCache {
   // follows them before `limit`. Equal bytes up to that APPENDS are the same run of references
   // (the walk depends only on the bytes, and stops at the APPENDS), so this finds only what find
   // would. nullptr otherwise; `length` is then untouched.
-  const T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
+  T* find_short(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
     requires kShortLookup
   {
     if (limit - body < 8) return nullptr;
@@ -133,7 +133,7 @@ class ListBytesCache {
   // (a trace repeats its sequence of stacks each step), when its bytes equal body's and an APPENDS
   // follows them before `limit`: found without walking or hashing, long lists included, and only
   // what find would find (see find_short). nullptr otherwise; `length` is then untouched.
-  const T* find_next(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
+  T* find_next(const std::uint8_t* body, const std::uint8_t* limit, std::size_t& length)
     requires kShortLookup
   {
     if (last_ == 0) return nullptr;
@@ -201,8 +201,14 @@ class ListBytesCache {
   std::uint64_t epoch_ = 0;
 };
 
-// The trace's frames lists: their stacks (interned values).
-using FramesListCache = ListBytesCache<Value, true>;
+// The trace's frames lists: their stacks (interned values), and the memo value entry holding the
+// stack once a list was memoized (0 before), so that memoizing an equal list again pushes a slot
+// naming that entry (an interned value's entry is never overwritten: Memo::restore).
+struct CachedStack {
+  Value stack;
+  std::uint32_t memo_entry = 0;
+};
+using FramesListCache = ListBytesCache<CachedStack, true>;
 
 // A list outside the trace: the container read first with these items, and its size then (a
 // list is only ever appended to, so an unchanged size means unchanged items).

@@ -205,27 +205,26 @@ bool PickleVm::frame_ids_in_frame(std::size_t& p) {
   return true;
 }
 
-// The stack of the frames list whose references start at p, from FramesListCache when an equal
-// list was decoded before with the memo's frames as they are; p then points past its APPENDS.
-// Otherwise `hash` is that of the references up to the APPENDS (to remember the list by).
-bool PickleVm::cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash) {
+// The frames list whose references start at p, from FramesListCache when an equal list was
+// decoded before with the memo's frames as they are; p then points past its APPENDS. Otherwise
+// nullptr, and `hash` is that of the references up to the APPENDS (to remember the list by).
+CachedStack* PickleVm::cached_frames_list(std::size_t& p, std::uint64_t& hash) {
   frames_lists_.keep_for(memo_.frame_epoch());
   const std::uint8_t* body = data_ + p;
   const std::uint8_t* limit = data_ + fast_limit_;
   std::size_t length = 0;
-  const Value* stack = frames_lists_.find_next(body, limit, length);
-  if (!stack) stack = frames_lists_.find_short(body, limit, length);
-  if (!stack) {
+  CachedStack* cached = frames_lists_.find_next(body, limit, length);
+  if (!cached) cached = frames_lists_.find_short(body, limit, length);
+  if (!cached) {
     const ReferenceRun run = memo_reference_run(body, limit);
-    if (run.end == limit || *run.end != op::kAppends) return false;
+    if (run.end == limit || *run.end != op::kAppends) return nullptr;
     length = static_cast<std::size_t>(run.end - body);
     hash = run.hash;
-    stack = frames_lists_.find(body, length, hash, limit);
-    if (!stack) return false;
+    cached = frames_lists_.find(body, length, hash, limit);
+    if (!cached) return nullptr;
   }
-  out = *stack;
   p += length + 1;
-  return true;
+  return cached;
 }
 
 // A frames list: EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing, decoded in one
@@ -238,11 +237,6 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   std::size_t q = p;
   bool memoized;
   if (!fast_memo_next<kFrames>(q, memoized)) return false;
-  auto done = [&](std::size_t end) {
-    if (memoized) memo_.push_back(out);
-    p = end;
-    return true;
-  };
   fast_frame_ids_.clear();
   skip_frames<kFrames>(q);
   std::size_t body = 0, body_end = 0;  // a list's references decoded inside a frame, to remember
@@ -250,7 +244,17 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
   if (q < fast_limit_ && data_[q] == op::kMark) {
     ++q;
     if constexpr (!kFrames) {
-      if (cached_frames_list(q, out, body_hash)) return done(q);
+      if (CachedStack* cached = cached_frames_list(q, body_hash)) {
+        out = cached->stack;
+        if (memoized && cached->memo_entry != 0) {
+          memo_.push_interned(cached->memo_entry);
+        } else if (memoized) {
+          memo_.push_back(out);
+          cached->memo_entry = memo_.last_entry();
+        }
+        p = q;
+        return true;
+      }
       body = q;
       if (!frame_ids_in_frame(q)) return false;
       body_end = q;
@@ -271,11 +275,13 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
     q = r + 1;
   }
   out = sink_->intern_frame_ids(fast_frame_ids_.data(), fast_frame_ids_.size());
+  if (memoized) memo_.push_back(out);
   if (body_end != 0) {
     const std::size_t length = body_end - body;
-    frames_lists_.insert(data_ + body, length, body_hash, out, data_ + fast_limit_);
+    frames_lists_.insert(data_ + body, length, body_hash, {out, memoized ? memo_.last_entry() : 0}, data_ + fast_limit_);
   }
-  return done(q);
+  p = q;
+  return true;
 }
 
 // A list of memo references outside the trace fast path (a block's or a segment's frames list,

@@ -87,6 +87,11 @@ class Memo {
   // is never overwritten (see restore), so it names the same str for as long as the memo lives.
   std::uint32_t last_entry() const { return slots_[slots_.size() - 1]; }
   const Value& entry(std::uint32_t e) const { return values_[e]; }
+  // Pushes a slot holding the interned value of entry e (what push_back of an equal value stores).
+  void push_interned(std::uint32_t e) {
+    slots_.push_back(e);
+    if (!sparse_.empty()) [[unlikely]] adopt_sparse();
+  }
   // Pushes a slot holding the short str of entry e (what push_back of an equal str stores).
   void push_short_str(std::uint32_t e) {
     slots_.push_back(e);
@@ -446,7 +451,7 @@ class PickleVm {
   FrameIdList fast_frame_ids_;  // the frames list being decoded, as frame ids
   TraceFields typed_fields_;    // the entry typed_entry decodes
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
-  bool cached_frames_list(std::size_t& p, Value& out, std::uint64_t& hash);
+  CachedStack* cached_frames_list(std::size_t& p, std::uint64_t& hash);
   ReferenceListCache reference_list_bytes_;  // lists outside the trace by their bytes
   bool share_earlier_list(std::size_t p, std::size_t limit, std::uint64_t& hash, std::size_t& length);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes

@@ -33,9 +33,11 @@ using test::PickleWriter;
 // With `rewrite_before` = i, the batch is closed before entry i, frame 1's memo slot is overwritten
 // (LONG_BINPUT) with the dict of line 99, and a new batch begins. Protocol 3 (no FRAME opcodes)
 // reads as the inside of one pickle frame, where the frames-list loop runs; protocol 4 without a
-// FRAME opcode takes the path that checks for one before every opcode.
+// FRAME opcode takes the path that checks for one before every opcode. With `same_list_as`
+// {i: j}, entry i's frames is a memo reference to entry j's list instead of a list (lists[i] unused).
 std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>>& lists,
-                                              std::size_t rewrite_before = SIZE_MAX, int protocol = 3) {
+                                              std::size_t rewrite_before = SIZE_MAX, int protocol = 3,
+                                              const std::map<std::size_t, std::size_t>& same_list_as = {}) {
   PickleWriter w(protocol);
   std::uint32_t memo = 0;
   std::map<std::string, std::uint32_t> slots;
@@ -58,6 +60,7 @@ std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>
   for (int k = 0; k < 4; ++k) slot.push_back(frame(k));
   w.op('1');  // POP_MARK: the frame dicts are only memoized
   w.str("device_traces").list().list().mark();
+  std::map<std::size_t, std::uint32_t> list_slot;  // entry -> its frames list's memo slot
   for (std::size_t i = 0; i < lists.size(); ++i) {
     if (i == rewrite_before) {
       w.appends();
@@ -79,8 +82,12 @@ std::vector<std::uint8_t> snapshot_with_lists(const std::vector<std::vector<int>
     shared_str("time_us");
     w.integer(static_cast<std::int64_t>(i));
     shared_str("frames");
+    if (const auto it = same_list_as.find(i); it != same_list_as.end()) {
+      w.long_binget(list_slot.at(it->second)).setitems();
+      continue;
+    }
     w.list().memoize().mark();
-    ++memo;
+    list_slot[i] = memo++;
     for (std::size_t r = 0; r < lists[i].size(); ++r) {
       const std::uint32_t s = slot[static_cast<std::size_t>(lists[i][r])];
       if (r % 3 == 0) w.binget(static_cast<std::uint8_t>(s));
@@ -145,6 +152,29 @@ TEST(FramesLists, AnEqualListAfterItsFrameSlotWasOverwrittenNamesTheNewFrame) {
     EXPECT_EQ(events[1].stack, events[0].stack) << protocol;
     EXPECT_EQ(lines_of(snap, events[2].stack), (std::vector<int>{0, 99, 2, 99})) << protocol;
     EXPECT_EQ(events[3].stack, events[2].stack) << protocol;
+  }
+}
+
+// A list found from its bytes is memoized as its stack (the memo entry that held it the first
+// time, FramesListCache's CachedStack): a later entry that names that list's memo slot, or an
+// equal list's, gets the same stack, before and after a frame's slot is overwritten.
+TEST(FramesLists, AMemoReferenceToAListFoundFromItsBytesNamesItsStack) {
+  const std::vector<int> a = {0, 1, 2}, b = {2, 2, 3, 0};
+  const std::vector<std::vector<int>> lists = {a, b, a, b, a, {}, {}, {}, a, {}, {}};
+  // Entry 4 is the third equal list a (found from its bytes), 3 the second b; after the rewrite
+  // before entry 8, list a names frame 99 in its second place.
+  const std::map<std::size_t, std::size_t> refs = {{5, 4}, {6, 3}, {7, 2}, {9, 8}, {10, 4}};
+  for (const int protocol : {3, 4}) {
+    const auto loaded = test::load_bytes(snapshot_with_lists(lists, 8, protocol, refs));
+    const Snapshot& snap = loaded.snapshot;
+    const auto& events = snap.device_traces.at(0).events;
+    ASSERT_EQ(events.size(), lists.size());
+    for (const std::size_t i : {2, 4, 5, 7, 10}) {
+      EXPECT_EQ(lines_of(snap, events[i].stack), a) << protocol << " " << i;
+    }
+    EXPECT_EQ(lines_of(snap, events[6].stack), b) << protocol;
+    EXPECT_EQ(lines_of(snap, events[8].stack), (std::vector<int>{0, 99, 2})) << protocol;
+    EXPECT_EQ(events[9].stack, events[8].stack) << protocol;
   }
 }
 
