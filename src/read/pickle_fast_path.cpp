@@ -557,6 +557,29 @@ template <bool kFrames>
   return ok;
 }
 
+// typed_value for a frames value. The usual one, a new list (EMPTY_LIST MEMOIZE MARK refs
+// APPENDS) equal to the one that followed the previous list the last time and memoized before
+// (FramesListCache::find_next), is taken inline: its stack, and a memo slot naming the entry
+// that holds it. Anything else goes the full way (fast_frames).
+template <bool kFrames>
+[[gnu::always_inline]] inline bool PickleVm::typed_frames(std::size_t& p, Value& v) {
+  if constexpr (!kFrames) {
+    const std::uint8_t* d = data_ + p;  // 10 readable bytes
+    if (d[0] == op::kEmptyList && d[1] == op::kMemoize && d[2] == op::kMark && memo_.size() < limits::kMaxMemoEntries) {
+      frames_lists_.keep_for(memo_.frame_epoch());
+      std::size_t length = 0;
+      const CachedStack* cached = frames_lists_.find_next(d + 3, data_ + fast_limit_, length);
+      if (cached && cached->memo_entry != 0) {
+        v = cached->stack;
+        memo_.push_interned(cached->memo_entry);
+        p += 3 + length + 1;
+        return true;
+      }
+    }
+  }
+  return typed_value<kFrames>(p, v, false);
+}
+
 // typed_value for the value after a key: a memoized short str equal to the one read last after
 // this key (`known`) is one word compare and one memo slot; a new one is remembered.
 template <bool kFrames>
@@ -704,7 +727,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
         }
         break;
       case TraceField::Frames:
-        if (!typed_value<kFrames>(p, f.frames, false)) return false;
+        if (!typed_frames<kFrames>(p, f.frames)) return false;
         if (f.frames.kind != Kind::Interned && f.frames.kind != Kind::List && f.frames.kind != Kind::Tuple &&
             f.frames.kind != Kind::None) {
           return false;

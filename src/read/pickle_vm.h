@@ -414,6 +414,8 @@ class PickleVm {
   template <bool kFrames>
   bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
   template <bool kFrames>
+  bool typed_frames(std::size_t& p, Value& v);
+  template <bool kFrames>
   bool fast_entry();
   template <bool kFrames>
   bool fast_key(std::size_t& p, Value& key);
