@@ -227,6 +227,14 @@ CachedStack* PickleVm::cached_frames_list(std::size_t& p, std::uint64_t& hash) {
   return cached;
 }
 
+// The memo slot of a frames list found in FramesListCache: one naming the entry that held its
+// stack the first time, or, the first time, the stack itself (that entry then kept with it).
+[[gnu::always_inline]] inline void PickleVm::memoize_cached_stack(CachedStack& cached) {
+  if (cached.memo_entry != 0) return memo_.push_interned(cached.memo_entry);
+  memo_.push_back(cached.stack);
+  cached.memo_entry = memo_.last_entry();
+}
+
 // A frames list: EMPTY_LIST [memo] then MARK refs APPENDS | ref APPEND | nothing, decoded in one
 // loop into frame ids (no value per reference) and interned as a stack.
 template <bool kFrames>
@@ -246,12 +254,7 @@ bool PickleVm::fast_frames(std::size_t& p, Value& out) {
     if constexpr (!kFrames) {
       if (CachedStack* cached = cached_frames_list(q, body_hash)) {
         out = cached->stack;
-        if (memoized && cached->memo_entry != 0) {
-          memo_.push_interned(cached->memo_entry);
-        } else if (memoized) {
-          memo_.push_back(out);
-          cached->memo_entry = memo_.last_entry();
-        }
+        if (memoized) memoize_cached_stack(*cached);
         p = q;
         return true;
       }
@@ -558,9 +561,9 @@ template <bool kFrames>
 }
 
 // typed_value for a frames value. The usual one, a new list (EMPTY_LIST MEMOIZE MARK refs
-// APPENDS) equal to the one that followed the previous list the last time and memoized before
-// (FramesListCache::find_next), is taken inline: its stack, and a memo slot naming the entry
-// that holds it. Anything else goes the full way (fast_frames).
+// APPENDS) equal to the one that followed the previous list the last time
+// (FramesListCache::find_next) and memoized before, is taken inline: its stack, and a memo slot
+// naming the entry that holds it. Anything else goes the full way (fast_frames).
 template <bool kFrames>
 [[gnu::always_inline]] inline bool PickleVm::typed_frames(std::size_t& p, Value& v) {
   if constexpr (!kFrames) {
@@ -568,10 +571,11 @@ template <bool kFrames>
     if (d[0] == op::kEmptyList && d[1] == op::kMemoize && d[2] == op::kMark && memo_.size() < limits::kMaxMemoEntries) {
       frames_lists_.keep_for(memo_.frame_epoch());
       std::size_t length = 0;
-      const CachedStack* cached = frames_lists_.find_next(d + 3, data_ + fast_limit_, length);
+      // Memoized before (the usual list): the first time goes the full way.
+      CachedStack* cached = frames_lists_.find_next(d + 3, data_ + fast_limit_, length);
       if (cached && cached->memo_entry != 0) {
         v = cached->stack;
-        memo_.push_interned(cached->memo_entry);
+        memoize_cached_stack(*cached);
         p += 3 + length + 1;
         return true;
       }
@@ -606,6 +610,12 @@ template <bool kFrames>
     return true;
   }
   return typed_value<kFrames>(p, v, allow_tuple);
+}
+
+// keyed_value for the action: a str (or, on a split thread, a slot it cannot see).
+template <bool kFrames>
+[[gnu::always_inline]] inline bool PickleVm::typed_action(std::size_t& p, KeyBytes& known, Value& action) {
+  return keyed_value<kFrames>(p, known, action, false) && (action.kind == Kind::Str || is_split_slot(action));
 }
 
 // PyTorch writes every trace entry's first keys in one order: action, addr, size, stream and,
@@ -643,7 +653,7 @@ template <bool kFrames>
     return read_small_int(data + p, p, ints[static_cast<unsigned>(field)]);
   };
   if (!key(keys[0])) return keys;
-  if (!keyed_value<false>(p, keys[0], f.action, false) || (f.action.kind != Kind::Str && !is_split_slot(f.action))) return nullptr;
+  if (!typed_action<false>(p, keys[0], f.action)) return nullptr;
   if (!key(keys[1])) return keys + 1;
   if (!integer(TraceField::Addr)) return nullptr;
   if (!key(keys[2])) return keys + 2;
@@ -723,9 +733,7 @@ bool PickleVm::typed_entry_fields(std::size_t& p_io, TraceFields& f) {
         read[static_cast<unsigned>(field)] = true;
         break;
       case TraceField::Action:
-        if (!keyed_value<kFrames>(p, known, f.action, false) || (f.action.kind != Kind::Str && !is_split_slot(f.action))) {
-          return false;
-        }
+        if (!typed_action<kFrames>(p, known, f.action)) return false;
         break;
       case TraceField::Frames:
         if (!typed_frames<kFrames>(p, f.frames)) return false;

@@ -410,6 +410,8 @@ class PickleVm {
   void learn_prefix();
   template <bool kFrames>
   bool keyed_value(std::size_t& p, KeyBytes& known, Value& v, bool allow_tuple);
+  template <bool kFrames>
+  bool typed_action(std::size_t& p, KeyBytes& known, Value& action);
   TraceField field_of_key(std::uint64_t index);
   template <bool kFrames>
   bool typed_value(std::size_t& p, Value& v, bool allow_tuple);
@@ -454,6 +456,7 @@ class PickleVm {
   TraceFields typed_fields_;    // the entry typed_entry decodes
   FramesListCache frames_lists_;  // stacks of the trace's frames lists by their bytes
   CachedStack* cached_frames_list(std::size_t& p, std::uint64_t& hash);
+  void memoize_cached_stack(CachedStack& cached);
   ReferenceListCache reference_list_bytes_;  // lists outside the trace by their bytes
   bool share_earlier_list(std::size_t p, std::size_t limit, std::uint64_t& hash, std::size_t& length);
   std::vector<Value> reference_values_;  // the items of the list try_reference_list decodes
