@@ -122,6 +122,7 @@ PickleInfo PickleVm::run() {
     throw InputError("not a pickle of protocol 2 or later (no PROTO opcode at byte 0)", kNotSnapshotRemedy);
   }
   advance_pager();
+  maybe_start_early_split();
   while (!stopped_) {
     if (pos_ >= size_) truncated();
     advance_pager();

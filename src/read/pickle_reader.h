@@ -106,6 +106,7 @@ struct PickleInfo {
   std::size_t streamed_entries = 0;  // trace entries handed to the sink
   std::size_t split_entries = 0;     // of which the trace split's threads decoded
   std::size_t split_parts = 0;       // parts of the trace the reader adopted from them
+  std::size_t split_parts_from_start = 0;  // of which threads started with the read (skimmed memo)
 };
 
 // Reads one pickle from `bytes` into `doc` (doc.root is set). Throws InputError on anything that

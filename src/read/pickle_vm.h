@@ -44,6 +44,7 @@ struct SplitCheckpoint {
 };
 
 class TraceSplitter;
+struct EarlySplit;
 
 struct MarkInfo {
   std::size_t pos;          // stack index where the marked items begin
@@ -176,6 +177,15 @@ class Memo {
     return copy;
   }
   void fill_split_slots(std::size_t base) { slots_.resize(std::max(base, slots_.size()), split_marker_); }
+  // A split thread's memo learned from the bytes before the reader got there (memo_skim.h):
+  // `puts` slots, each holding `marker` but for the strs (slot, value) the walk saw memoized.
+  static Memo split_from_strs(const Value& marker, std::size_t puts, const std::vector<std::pair<std::size_t, Value>>& strs) {
+    Memo m;
+    m.split_marker_ = m.append(marker);
+    m.slots_.resize(puts, m.split_marker_);
+    for (const auto& [slot, v] : strs) m.slots_[slot] = m.store(v);
+    return m;
+  }
   // The value entry an equal value would be stored in (a new one when none is shared).
   std::uint32_t entry_for(const Value& v) { return store(v); }
   // The value entry of dense slot i; appends dense slots holding the given entries.
@@ -249,6 +259,15 @@ class Memo {
   std::uint64_t slot_epoch_ = 0;
   std::size_t low_water_ = SIZE_MAX;
   std::uint32_t split_marker_ = 0;
+};
+
+// Where a split thread starts: `from` with a copy of the reader's memo there, or (started with
+// the read) `at` of what follows the trace's first batch, with the memo `early` skims.
+struct SplitStart {
+  Memo memo;
+  std::size_t from = 0;
+  std::shared_ptr<EarlySplit> early;
+  double at = 0;
 };
 
 // The frames list being decoded, as frame ids: a buffer the frames-list loop writes through a
@@ -497,7 +516,13 @@ class PickleVm {
   std::size_t split_entries_from_ = 0;
   std::vector<std::unique_ptr<TraceSplitter>> splits_;  // by start; those before next_split_ are done
   std::size_t next_split_ = 0;
+  bool may_split() const;
+  void maybe_start_early_split();
   void maybe_start_split();
+  void start_split_threads(double first, const std::function<SplitStart(double)>& start_at);
+  bool early_split_alive() const;
+  void stop_splits();
+  bool skimmed_strs_hold(const TraceSplitter& split) const;
   std::size_t split_threads() const;
   bool adopt_splits(const MarkInfo& mark);  // at a batch MARK: what the thread that started there decoded
   bool adopt_split(TraceSplitter& split, const MarkInfo& mark);

@@ -33,12 +33,14 @@ struct SplitTuning {
   bool enabled = true;
   std::size_t min_bytes = std::size_t(64) << 20;  // split only when this much of the file is left at the trace
   unsigned threads = 0;                           // 0: one a core beyond the reader's, at most kMaxSplitThreads
-  double at = 0;                                  // the first thread starts this far into what is left (0: 1/(threads+1)),
-                                                  // the others evenly after it
+  bool early = true;                              // start the threads with the read (the memo before the trace skimmed)
+  double at = 0;                                  // the first thread starts this far into the trace after its first
+                                                  // batches (0: 1/(threads+1)), the others evenly after it
   bool on_one_core = false;                       // start a thread even on a single-core machine
   std::size_t after_entries = 4096;               // entries streamed first (the trace's keys are memoized by then)
   std::size_t min_entry_bytes = 160;              // split only traces of at least this many bytes an entry
   std::ptrdiff_t base_error = 0;                  // tests: added to the memo size the thread learns
+  bool skim_error = false;                        // tests: the skimmed strs "addr" and "size" swapped
   bool wait = false;                              // tests: the reader waits for the threads to know their starts, then lets them finish (no timing)
 };
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <ctime>
 #include <optional>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "base/parallel.h"
 #include "base/phase_timer.h"
+#include "read/memo_skim.h"
 #include "read/pickle_vm.h"
 #include "read/split_start.h"
 
@@ -143,7 +145,8 @@ constexpr int kNice = 19;  // a split thread's priority: below the reader's and 
 // MEMSNAP_PROFILE: what a split thread did, printed when it ends (bench/README §21).
 class SplitProfile {
  public:
-  SplitProfile() : begin_(std::chrono::steady_clock::now()) {}
+  SplitProfile() : begin_(std::chrono::steady_clock::now()), skimmed_(begin_) {}
+  void skimmed() { skimmed_ = std::chrono::steady_clock::now(); }
   void based() { based_ = std::chrono::steady_clock::now(); }
   void print(std::size_t start, const std::vector<SplitCheckpoint>& checkpoints) const {
     if (!profiling_enabled()) return;
@@ -155,27 +158,38 @@ class SplitProfile {
     getrusage(RUSAGE_THREAD, &use);
     const SplitCheckpoint last = checkpoints.empty() ? SplitCheckpoint{.pos = start} : checkpoints.back();
     std::fprintf(stderr,
-                 "memsnap: profile: split thread: start at byte %zu, base learned in %.1f ms, then %.1f ms decoding "
-                 "%zu entries (%.1f MB); thread CPU %.1f ms, %ld minor / %ld major faults\n",
-                 start, ms(based_ - begin_), ms(now - based_), last.events, static_cast<double>(last.pos - start) / 1e6,
+                 "memsnap: profile: split thread: memo skimmed in %.1f ms, start at byte %zu, base learned in %.1f ms, "
+                 "then %.1f ms decoding %zu entries (%.1f MB); thread CPU %.1f ms, %ld minor / %ld major faults\n",
+                 ms(skimmed_ - begin_), start, ms(based_ - skimmed_), ms(now - based_), last.events, static_cast<double>(last.pos - start) / 1e6,
                  static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6, use.ru_minflt, use.ru_majflt);
   }
 
  private:
-  std::chrono::steady_clock::time_point begin_, based_;
+  std::chrono::steady_clock::time_point begin_, skimmed_, based_;
 };
 }  // namespace
+
+// The threads started with the read: the memo before the trace, skimmed once by whichever asks first.
+struct EarlySplit {
+  std::once_flag once;
+  std::optional<MemoSkim> skim;
+  const MemoSkim* get(std::span<const std::uint8_t> bytes, const std::atomic<bool>& stop) {
+    std::call_once(once, [&] { skim = skim_memo_to_trace(bytes.data(), bytes.size(), bytes.size() / 2, stop); });
+    return skim ? &*skim : nullptr;
+  }
+};
 
 // ---- a split thread ----
 
 class TraceSplitter {
  public:
   // `next`: the thread that starts after this one (nullptr: none), whose start ends this one's part.
-  TraceSplitter(std::span<const std::uint8_t> bytes, Memo memo, std::size_t from, const TraceSplitter* next,
-                const SplitTuning& tuning, bool drop_pages, TraceEntrySink& reader_sink)
-      : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error), copied_(memo.size()),
-        sink_(reader_sink, trace_), vm_(bytes, doc_, &sink_, false) {
-    thread_ = std::thread([this, bytes, from, memo = std::move(memo)]() mutable { work(bytes, from, std::move(memo)); });
+  TraceSplitter(std::span<const std::uint8_t> bytes, SplitStart start, const TraceSplitter* next, const SplitTuning& tuning,
+                bool drop_pages, TraceEntrySink& reader_sink)
+      : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error), skim_error_(tuning.skim_error),
+        min_bytes_(tuning.min_bytes), early_(start.early), copied_(start.memo.size()), sink_(reader_sink, trace_),
+        vm_(bytes, doc_, &sink_, false) {
+    thread_ = std::thread([this, bytes, start = std::move(start)]() mutable { work(bytes, std::move(start)); });
   }
   ~TraceSplitter() { finish(); }
   // Stops the thread at its next batch end (`stop`) or lets it run to its own end, and joins it.
@@ -190,18 +204,33 @@ class TraceSplitter {
   // Blocks until start() is no longer kPending (tests: SplitTuning::wait).
   void wait_for_start() const { start_.wait(kPending, std::memory_order_acquire); }
   std::size_t base() const { return base_; }    // the memo size it assumed there (after finish)
-  std::size_t copied() const { return copied_; }  // slots it copied from the reader's memo
+  bool from_start() const { return early_ != nullptr; }  // started with the read
+  std::size_t copied() const { return copied_; }  // slots it copied from the reader's memo (or skimmed)
+  // The strs it took from the skim (slot, value): the reader's memo must hold the same (after finish).
+  const std::vector<std::pair<std::size_t, Value>>& skimmed_strs() const { return skimmed_; }
   const std::vector<SplitCheckpoint>& checkpoints() const { return checkpoints_; }
   const SplitTrace& trace() const { return trace_; }
   SplitTrace& trace() { return trace_; }
   const Memo& memo() const { return vm_.memo(); }
 
  private:
-  void work(std::span<const std::uint8_t> bytes, std::size_t from, Memo memo) {
+  void work(std::span<const std::uint8_t> bytes, SplitStart where) {
     // The reader and the event store's worker come first: this thread takes the CPU they leave.
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kNice);
     SplitProfile profile;
     try {
+      Memo memo = std::move(where.memo);
+      std::size_t from = where.from;
+      if (early_) {
+        const MemoSkim* skim = early_->get(bytes, stop_);
+        if (!skim || bytes.size() - skim->end < min_bytes_) return set_start(kNone);
+        skimmed_ = skim->strs;
+        if (skim_error_) swap_addr_and_size();
+        memo = Memo::split_from_strs(Value::interned(kSplitSlotTag, 0), skim->puts, skimmed_);
+        copied_ = 0;  // nothing copied: the skimmed strs are checked against the reader's memo at the start
+        from = skim->end + static_cast<std::size_t>(static_cast<double>(bytes.size() - skim->end) * where.at);
+        profile.skimmed();
+      }
       const auto start = find_batch_start(bytes.data(), bytes.size(), from);
       auto base = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
       if (base) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(*base) + base_error_);
@@ -221,6 +250,14 @@ class TraceSplitter {
       std::size_t pending = kPending;
       start_.compare_exchange_strong(pending, kNone);
       start_.notify_all();
+    }
+  }
+  void swap_addr_and_size() {
+    Value* addr = nullptr;
+    for (auto& [slot, v] : skimmed_) {
+      if (v.str() != "addr" && v.str() != "size") continue;
+      if (!addr) addr = &v;
+      else std::swap(*addr, v);
     }
   }
   void set_start(std::size_t start) {
@@ -244,6 +281,10 @@ class TraceSplitter {
   std::atomic<std::size_t> start_{kPending};
   bool drop_pages_;
   std::ptrdiff_t base_error_;
+  bool skim_error_;
+  std::size_t min_bytes_;
+  std::shared_ptr<EarlySplit> early_;
+  std::vector<std::pair<std::size_t, Value>> skimmed_;  // the strs its memo took from the skim
   std::size_t base_ = 0;
   std::size_t copied_;
   SplitTrace trace_;
@@ -307,11 +348,26 @@ void PickleVm::run_split(std::size_t start, bool drop_pages, Memo memo, const Sp
 
 // ---- the reader's side ----
 
+bool PickleVm::may_split() const {
+  return sink_ && split_tuning_.enabled && (worker_count() >= 2 || split_tuning_.on_one_core);
+}
+
+// With the read: the threads skim the memo before the trace and start in it while the reader
+// decodes what comes before (the segments: a quarter of the read with C++ frames, bench/README §28).
+void PickleVm::maybe_start_early_split() {
+  if (!may_split() || !split_tuning_.early || size_ < split_tuning_.min_bytes || size_ < 2 || data_[1] < 4) return;
+  const double first = split_tuning_.at > 0 ? split_tuning_.at : 1.0 / static_cast<double>(split_threads() + 1);
+  auto early = std::make_shared<EarlySplit>();
+  start_split_threads(first, [&](double at) { return SplitStart{.memo = {}, .from = 0, .early = early, .at = at}; });
+  memo_.reset_low_water();
+}
+
+// At the trace's first batches: whether the trace is worth splitting, and the threads if none
+// started with the read (or those found no start).
 void PickleVm::maybe_start_split() {
-  if (!sink_ || info_.protocol < 4 || memo_.has_sparse() || size_ - pos_ < split_tuning_.min_bytes ||
-      (worker_count() < 2 && !split_tuning_.on_one_core)) {
+  if (!may_split() || info_.protocol < 4 || memo_.has_sparse() || size_ - pos_ < split_tuning_.min_bytes) {
     split_tried_ = true;
-    return;
+    return stop_splits();
   }
   if (split_trace_from_ == SIZE_MAX) split_trace_from_ = pos_, split_entries_from_ = info_.streamed_entries;
   if (info_.streamed_entries < split_tuning_.after_entries) return;
@@ -319,19 +375,45 @@ void PickleVm::maybe_start_split() {
   // Entries of a few dozen bytes (Python frames only) cost the event store's worker, pairing the
   // thread's events after the split, nearly what they save: no split (bench/README §17).
   const std::size_t entries = info_.streamed_entries - split_entries_from_;
-  if (entries == 0 || (pos_ - split_trace_from_) / entries < split_tuning_.min_entry_bytes) return;
+  if (entries == 0 || (pos_ - split_trace_from_) / entries < split_tuning_.min_entry_bytes) return stop_splits();
+  if (early_split_alive()) return;
+  stop_splits();
+  const double first = split_tuning_.at > 0 ? split_tuning_.at : 1.0 / static_cast<double>(split_threads() + 1);
+  const Memo copy = memo_.split_copy(Value::interned(kSplitSlotTag, 0));
+  start_split_threads(first, [&](double at) {
+    return SplitStart{.memo = Memo(copy), .from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * at), .early = nullptr, .at = 0};
+  });
+  memo_.reset_low_water();
+}
+
+// split_threads() threads, the first at `first` of what is left, the others evenly after it.
+void PickleVm::start_split_threads(double first, const std::function<SplitStart(double)>& start_at) {
   const std::size_t threads = split_threads();
-  const double first = split_tuning_.at > 0 ? split_tuning_.at : 1.0 / static_cast<double>(threads + 1);
-  Memo copy = memo_.split_copy(Value::interned(kSplitSlotTag, 0));
   splits_.resize(threads);
   for (std::size_t k = threads; k-- > 0;) {  // the last first: each names the one after it
     const double at = first + (1 - first) * static_cast<double>(k) / static_cast<double>(threads);
-    const auto from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * at);
     const TraceSplitter* next = k + 1 < threads ? splits_[k + 1].get() : nullptr;
-    splits_[k] = std::make_unique<TraceSplitter>(std::span(data_, size_), k == 0 ? std::move(copy) : Memo(copy), from, next,
-                                                 split_tuning_, pager_.has_value(), *sink_);
+    splits_[k] = std::make_unique<TraceSplitter>(std::span(data_, size_), start_at(at), next, split_tuning_,
+                                                 pager_.has_value(), *sink_);
   }
-  memo_.reset_low_water();
+}
+
+// A thread started with the read that has a start, or may still find one.
+bool PickleVm::early_split_alive() const {
+  for (std::size_t k = next_split_; k < splits_.size(); ++k) {
+    if (!splits_[k]) continue;
+    if (split_tuning_.wait) splits_[k]->wait_for_start();
+    if (splits_[k]->start() != TraceSplitter::kNone) return true;
+  }
+  return false;
+}
+
+void PickleVm::stop_splits() {
+  for (auto& split : splits_) {
+    if (split) split->finish();
+  }
+  splits_.clear();
+  next_split_ = 0;
 }
 
 // One thread a core beyond the reader's (the pager, the prefaulter and the event store's worker
@@ -363,7 +445,7 @@ bool PickleVm::adopt_split(TraceSplitter& split, const MarkInfo& mark) {
     split.finish(!split_tuning_.wait);
   }
   if (mark.device < 0 || memo_.count() != split.base() || memo_.has_sparse() ||
-      memo_.low_water() < split.copied()) {
+      memo_.low_water() < split.copied() || !skimmed_strs_hold(split)) {
     return false;
   }
   const PhaseTimer adopt_timer("split: the reader adopted the thread's entries");
@@ -381,7 +463,17 @@ bool PickleVm::adopt_split(TraceSplitter& split, const MarkInfo& mark) {
   info_.streamed_entries += at.events;
   info_.split_entries += at.events;
   ++info_.split_parts;
+  if (split.from_start()) ++info_.split_parts_from_start;
   released_any_ = true;
+  return true;
+}
+
+// The strs a thread started with the read took from the skim are the reader's own.
+bool PickleVm::skimmed_strs_hold(const TraceSplitter& split) const {
+  for (const auto& [slot, v] : split.skimmed_strs()) {
+    const Value* mine = memo_.find(slot);
+    if (!mine || mine->kind != Kind::Str || mine->str() != v.str()) return false;
+  }
   return true;
 }
 

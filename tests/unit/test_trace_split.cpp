@@ -37,10 +37,13 @@ std::string dumps(const Snapshot& snapshot) {
 
 // The split forced on a small file: no minimum size, on one core too, early in the trace, and the
 // threads left to finish what they can (so what they take does not depend on the machine's load).
-SplitTuning forced(double at, std::ptrdiff_t base_error = 0, unsigned threads = 1) {
+// `early`: the threads start with the read, from the skimmed memo; otherwise at the trace, from a
+// copy of the reader's.
+SplitTuning forced(double at, std::ptrdiff_t base_error = 0, unsigned threads = 1, bool early = true) {
   return {.enabled = true,
           .min_bytes = 0,
           .threads = threads,
+          .early = early,
           .at = at,
           .on_one_core = true,
           .after_entries = 64,
@@ -64,17 +67,21 @@ TEST(TraceSplit, ASplitReadIsTheSerialReadWhereverTheThreadStarts) {
   const LoadedSnapshot serial = load(bytes, {.enabled = false});
   ASSERT_EQ(serial.input.split_trace_entries, 0u);
   const std::string expected = dumps(serial.snapshot);
-  std::uint64_t most = 0;
-  for (const double at : {0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95}) {
-    const LoadedSnapshot split = load(bytes, forced(at));
-    EXPECT_EQ(split.input.trace_entries, serial.input.trace_entries) << at;
-    EXPECT_LT(split.input.split_trace_entries, split.input.trace_entries) << at;
-    EXPECT_EQ(dumps(split.snapshot), expected) << "split at " << at << " (" << split.input.split_trace_entries
-                                               << " entries from the second thread)";
-    most = std::max(most, split.input.split_trace_entries);
+  for (const bool early : {true, false}) {
+    std::uint64_t most = 0;
+    for (const double at : {0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95}) {
+      const LoadedSnapshot split = load(bytes, forced(at, 0, 1, early));
+      EXPECT_EQ(split.input.trace_entries, serial.input.trace_entries) << at;
+      EXPECT_LT(split.input.split_trace_entries, split.input.trace_entries) << at;
+      // Started with the read, the thread took its part (the reader did not start another at the trace).
+      EXPECT_EQ(split.input.split_parts_from_start, early ? split.input.split_parts : 0u) << at;
+      EXPECT_EQ(dumps(split.snapshot), expected) << "split at " << at << (early ? " from the start" : " from the trace")
+                                                 << " (" << split.input.split_trace_entries << " entries from the second thread)";
+      most = std::max(most, split.input.split_trace_entries);
+    }
+    // The thread took a real share somewhere: the comparison above is not serial against serial.
+    EXPECT_GT(most, serial.input.trace_entries / 5) << early;
   }
-  // The thread took a real share somewhere: the comparison above is not serial against serial.
-  EXPECT_GT(most, serial.input.trace_entries / 5);
 }
 
 // Up to kMaxSplitThreads threads, each decoding up to where the next one started: the parts tile
@@ -83,15 +90,18 @@ TEST(TraceSplit, ASplitReadInSeveralPartsIsTheSerialRead) {
   const std::vector<std::uint8_t> bytes = amplified_example();
   const LoadedSnapshot serial = load(bytes, {.enabled = false});
   const std::string expected = dumps(serial.snapshot);
-  for (const double at : {0.1, 0.3, 0.6}) {
-    const LoadedSnapshot one = load(bytes, forced(at));
-    ASSERT_EQ(one.input.split_parts, 1u);
-    ASSERT_GT(one.input.split_trace_entries, 0u);
-    for (const unsigned threads : {2u, 3u, 4u}) {
-      const LoadedSnapshot split = load(bytes, forced(at, 0, threads));
-      EXPECT_EQ(split.input.split_parts, threads) << threads << " threads from " << at;
-      EXPECT_EQ(split.input.split_trace_entries, one.input.split_trace_entries) << threads << " threads from " << at;
-      EXPECT_EQ(dumps(split.snapshot), expected) << threads << " threads from " << at;
+  for (const bool early : {true, false}) {
+    for (const double at : {0.1, 0.3, 0.6}) {
+      const LoadedSnapshot one = load(bytes, forced(at, 0, 1, early));
+      ASSERT_EQ(one.input.split_parts, 1u) << early;
+      ASSERT_GT(one.input.split_trace_entries, 0u) << early;
+      for (const unsigned threads : {2u, 3u, 4u}) {
+        const LoadedSnapshot split = load(bytes, forced(at, 0, threads, early));
+        EXPECT_EQ(split.input.split_parts, threads) << threads << " threads from " << at << ", early " << early;
+        EXPECT_EQ(split.input.split_parts_from_start, early ? threads : 0u) << threads << " threads from " << at;
+        EXPECT_EQ(split.input.split_trace_entries, one.input.split_trace_entries) << threads << " threads from " << at;
+        EXPECT_EQ(dumps(split.snapshot), expected) << threads << " threads from " << at << ", early " << early;
+      }
     }
   }
 }
@@ -101,10 +111,28 @@ TEST(TraceSplit, AWrongMemoSizeAtTheSplitIsNoticedAndTheReaderReadsOnItself) {
   const std::string expected = dumps(load(bytes, {.enabled = false}).snapshot);
   for (const std::ptrdiff_t error : {-1, 1, 1000}) {
     for (const unsigned threads : {1u, 3u}) {
-      const LoadedSnapshot split = load(bytes, forced(0.5, error, threads));
-      EXPECT_EQ(split.input.split_trace_entries, 0u) << error << ", " << threads << " threads";
-      EXPECT_EQ(dumps(split.snapshot), expected) << error << ", " << threads << " threads";
+      for (const bool early : {true, false}) {
+        const LoadedSnapshot split = load(bytes, forced(0.5, error, threads, early));
+        EXPECT_EQ(split.input.split_trace_entries, 0u) << error << ", " << threads << " threads, early " << early;
+        EXPECT_EQ(dumps(split.snapshot), expected) << error << ", " << threads << " threads, early " << early;
+      }
     }
+  }
+}
+
+// Threads started with the read take the trace's keys from a walk over the bytes before it; the
+// reader checks them against its own memo before it adopts anything.
+TEST(TraceSplit, AWrongSkimmedKeyIsNoticedAndTheReaderReadsOnItself) {
+  const std::vector<std::uint8_t> bytes = amplified_example();
+  const std::string expected = dumps(load(bytes, {.enabled = false}).snapshot);
+  for (const unsigned threads : {1u, 3u}) {
+    SplitTuning tuning = forced(0.3, 0, threads);
+    const LoadedSnapshot right = load(bytes, tuning);
+    ASSERT_EQ(right.input.split_parts_from_start, threads);
+    tuning.skim_error = true;
+    const LoadedSnapshot wrong = load(bytes, tuning);
+    EXPECT_EQ(wrong.input.split_parts_from_start, 0u) << threads << " threads";
+    EXPECT_EQ(dumps(wrong.snapshot), expected) << threads << " threads";
   }
 }
 
@@ -122,13 +150,15 @@ TEST(TraceSplit, ABadByteAfterTheSplitFailsAsTheSerialReadFails) {
   }
   EXPECT_NE(serial_error.find("GLOBAL"), std::string::npos) << serial_error;
   for (const unsigned threads : {1u, 3u}) {
-    try {
-      load(bytes, forced(0.3, 0, threads));
-    } catch (const InputError& e) {
-      split_error = e.what();
+    for (const bool early : {true, false}) {
+      try {
+        load(bytes, forced(0.3, 0, threads, early));
+      } catch (const InputError& e) {
+        split_error = e.what();
+      }
+      EXPECT_EQ(split_error, serial_error) << threads << " threads, early " << early;
+      split_error.clear();
     }
-    EXPECT_EQ(split_error, serial_error) << threads << " threads";
-    split_error.clear();
   }
 }
 
@@ -167,7 +197,7 @@ TEST(TraceSplit, TheThreadsMemoHoldsTheReadersContainersAsOneEntry) {
 TEST(TraceSplit, EveryRealSnapshotReadSplitIsItsSerialRead) {
   const std::filesystem::path dir = test::corpus_dir();
   if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no corpus at " << dir;
-  std::size_t files = 0, split_files = 0;
+  std::size_t files = 0, split_files = 0, early_files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string ext = entry.path().extension().string();
     if (ext != ".pickle" && ext != ".pkl") continue;
@@ -179,20 +209,25 @@ TEST(TraceSplit, EveryRealSnapshotReadSplitIsItsSerialRead) {
       continue;  // a file memsnap refuses is refused alike (the hostile tests)
     }
     ++files;
-    bool took = false;
+    bool took = false, took_early = false;
     for (const double at : {0.3, 0.5, 0.7}) {
-      const LoadedSnapshot split = load(bytes, forced(at));
+      const LoadedSnapshot split = load(bytes, forced(at, 0, 1, false));
       took |= split.input.split_trace_entries > 0;
       EXPECT_EQ(dumps(split.snapshot), expected) << entry.path().filename() << " split at " << at;
+      const LoadedSnapshot early = load(bytes, forced(at));
+      took_early |= early.input.split_parts_from_start > 0;
+      EXPECT_EQ(dumps(early.snapshot), expected) << entry.path().filename() << " split at " << at << " from the start";
     }
     const LoadedSnapshot parts = load(bytes, forced(0.2, 0, 3));
     EXPECT_EQ(dumps(parts.snapshot), expected) << entry.path().filename() << " in 3 parts";
     split_files += took;
+    early_files += took_early;
   }
   EXPECT_GT(files, 40u);
   // The thread stops early in most real files (a frame dict new in its part, a pool-id tuple); it
-  // takes entries in 12 of the 53 that load.
+  // takes entries in 12 of the 53 that load, from the trace or from the start.
   EXPECT_GE(split_files, 10u) << "the split took entries in too few files for this to test it";
+  EXPECT_GE(early_files, 10u) << "the split from the start took entries in too few files for this to test it";
 }
 
 }  // namespace
