@@ -223,7 +223,7 @@ class TraceSplitter {
       std::size_t from = where.from;
       if (early_) {
         const MemoSkim* skim = early_->get(bytes, stop_);
-        if (!skim || bytes.size() - skim->end < min_bytes_) return set_start(kNone);
+        if (!skim || bytes.size() - skim->end < min_bytes_ || skim->puts >= limits::kMaxMemoEntries) return set_start(kNone);
         skimmed_ = skim->strs;
         if (skim_error_) swap_addr_and_size();
         memo = Memo::split_from_strs(Value::interned(kSplitSlotTag, 0), skim->puts, skimmed_);
