@@ -58,6 +58,7 @@ class EntryWalk {
     }
   }
   std::size_t puts() const { return puts_; }
+  std::size_t pos() const { return p_; }
 
  private:
   bool at(std::uint8_t op) const { return p_ < size_ && d_[p_] == op; }
@@ -178,14 +179,14 @@ class EntryWalk {
 // there (memoized j puts after `start`) and a later entry of the same address naming a list by
 // slot n (PyTorch's frees name their alloc's list) say n - j. The most frequent answer in the
 // first kLearnEntries entries, when at least kLearnVotes entries give it and nine in ten agree.
-std::optional<std::size_t> learn_memo_base(const std::uint8_t* data, std::size_t size, std::size_t start,
-                                           const Memo& memo, TraceEntrySink& sink) {
+std::optional<MemoBase> learn_memo_base(const std::uint8_t* data, std::size_t size, std::size_t start, const Memo& memo,
+                                        TraceEntrySink& sink) {
   EntryWalk walk(data, size, start + 1, memo, sink);
   absl::flat_hash_map<std::uint64_t, std::uint64_t> new_lists;  // address -> its latest new list, in puts
   absl::flat_hash_map<std::size_t, std::size_t> votes;
-  std::size_t voted = 0;
+  std::size_t voted = 0, n = 0;
   EntryWalk::Entry e;
-  for (std::size_t n = 0; n < kLearnEntries && walk.next(e); ++n) {
+  for (; n < kLearnEntries && walk.next(e); ++n) {
     if (e.new_list) new_lists[e.addr] = e.list;
     if (!e.list_ref || e.list < memo.size()) continue;
     const auto it = new_lists.find(e.addr);
@@ -198,7 +199,7 @@ std::optional<std::size_t> learn_memo_base(const std::uint8_t* data, std::size_t
     if (count > most) best = base, most = count;
   }
   if (most < kLearnVotes || 10 * most < 9 * voted) return std::nullopt;
-  return best;
+  return MemoBase{.base = best, .entry_bytes = (walk.pos() - start) / n};
 }
 
 // A batch start at or after `from`: APPENDS [FRAME] MARK EMPTY_DICT MEMOIZE MARK; the MARK's offset.

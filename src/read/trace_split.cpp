@@ -187,7 +187,7 @@ class TraceSplitter {
   TraceSplitter(std::span<const std::uint8_t> bytes, SplitStart start, const TraceSplitter* next, const SplitTuning& tuning,
                 bool drop_pages, TraceEntrySink& reader_sink)
       : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error), skim_error_(tuning.skim_error),
-        min_bytes_(tuning.min_bytes), early_(start.early), copied_(start.memo.size()), sink_(reader_sink, trace_),
+        min_bytes_(tuning.min_bytes), min_entry_bytes_(tuning.min_entry_bytes), early_(start.early), copied_(start.memo.size()), sink_(reader_sink, trace_),
         vm_(bytes, doc_, &sink_, false) {
     thread_ = std::thread([this, bytes, start = std::move(start)]() mutable { work(bytes, std::move(start)); });
   }
@@ -232,8 +232,12 @@ class TraceSplitter {
         profile.skimmed();
       }
       const auto start = find_batch_start(bytes.data(), bytes.size(), from);
-      auto base = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
-      if (base) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(*base) + base_error_);
+      const auto learned = start ? learn_memo_base(bytes.data(), bytes.size(), *start, memo, sink_) : std::nullopt;
+      // Started with the read, the thread itself checks that the entries are long enough to split
+      // (the reader checks the first ones before it starts threads at the trace).
+      const bool short_entries = learned && early_ && learned->entry_bytes < min_entry_bytes_;
+      std::optional<std::size_t> base;
+      if (learned && !short_entries) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(learned->base) + base_error_);
       if (!base || *base >= limits::kMaxMemoEntries || stop_.load(std::memory_order_relaxed)) {
         set_start(kNone);
         return;
@@ -282,7 +286,7 @@ class TraceSplitter {
   bool drop_pages_;
   std::ptrdiff_t base_error_;
   bool skim_error_;
-  std::size_t min_bytes_;
+  std::size_t min_bytes_, min_entry_bytes_;
   std::shared_ptr<EarlySplit> early_;
   std::vector<std::pair<std::size_t, Value>> skimmed_;  // the strs its memo took from the skim
   std::size_t base_ = 0;
