@@ -55,7 +55,9 @@ class Skim {
         str_ = false;
         return true;
       case op::kMemoize:
-        if (str_) out_.strs.emplace_back(out_.puts, Value::string(reinterpret_cast<const char*>(d_ + str_at_), str_length_));
+        if (str_) {
+          out_.strs.emplace_back(out_.puts, Value::string(reinterpret_cast<const char*>(d_ + str_at_), str_length_));
+        }
         ++out_.puts;
         str_ = false;
         ++p;

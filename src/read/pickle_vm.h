@@ -179,7 +179,8 @@ class Memo {
   void fill_split_slots(std::size_t base) { slots_.resize(std::max(base, slots_.size()), split_marker_); }
   // A split thread's memo learned from the bytes before the reader got there (memo_skim.h):
   // `puts` slots, each holding `marker` but for the strs (slot, value) the walk saw memoized.
-  static Memo split_from_strs(const Value& marker, std::size_t puts, const std::vector<std::pair<std::size_t, Value>>& strs) {
+  static Memo split_from_strs(const Value& marker, std::size_t puts,
+                              const std::vector<std::pair<std::size_t, Value>>& strs) {
     Memo m;
     m.split_marker_ = m.append(marker);
     m.slots_.resize(puts, m.split_marker_);

@@ -2,13 +2,17 @@
 // decodes the part before them, and the reader adopts what they decoded (trace_split.cpp).
 //
 // Each thread starts at a batch of entries (APPENDS MARK EMPTY_DICT MEMOIZE MARK): with one
-// thread about halfway through what is left of the file, with N at 1/(N+1), 2/(N+1), ... of it,
-// and each decodes until the batch where the next one started (the last: to the list's end). Its
-// memo is a copy of the reader's as it stood when the threads started, with every slot it cannot
-// know (a container of the reader's arena, or a slot written before its start) held as a
-// reference to the reader's slot, and its own slots numbered from the memo size the reader will
-// have at its start (learned from the trace: an alloc's new frames list and the free that names
-// it by slot number). When the reader reaches a thread's start it checks that number, stops the
+// thread about halfway through the trace, with N at 1/(N+1), 2/(N+1), ... of it, and each
+// decodes until the batch where the next one started (the last: to the list's end). The threads
+// start with the read: a walk over the opcodes before the trace's second batch (memo_skim.h)
+// gives the memo there without decoding it, and each thread's memo holds the strs it saw at
+// their slots. Where that walk gives up they start once the reader has streamed the trace's
+// first entries, from a copy of the reader's memo. Either way every slot a thread cannot know (a
+// container of the reader's arena, a slot written before its start, any slot the walk did not
+// see a str in) is held as a reference to the reader's slot, and its own slots are numbered
+// from the memo size the reader will have at its start (learned from the trace: an alloc's new
+// frames list and the free that names it by slot number). When the reader reaches a thread's
+// start it checks that number and the skimmed strs against its own memo, stops the
 // thread at its next batch end (one that reached the next thread's start has ended already),
 // resolves the references against its own memo, hands the events to the sink in file order,
 // appends the thread's memo slots to its own, and reads on after the last batch the thread

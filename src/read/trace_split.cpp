@@ -160,7 +160,8 @@ class SplitProfile {
     std::fprintf(stderr,
                  "memsnap: profile: split thread: memo skimmed in %.1f ms, start at byte %zu, base learned in %.1f ms, "
                  "then %.1f ms decoding %zu entries (%.1f MB); thread CPU %.1f ms, %ld minor / %ld major faults\n",
-                 ms(skimmed_ - begin_), start, ms(based_ - skimmed_), ms(now - based_), last.events, static_cast<double>(last.pos - start) / 1e6,
+                 ms(skimmed_ - begin_), start, ms(based_ - skimmed_), ms(now - based_), last.events,
+                 static_cast<double>(last.pos - start) / 1e6,
                  static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6, use.ru_minflt, use.ru_majflt);
   }
 
@@ -186,9 +187,9 @@ class TraceSplitter {
   // `next`: the thread that starts after this one (nullptr: none), whose start ends this one's part.
   TraceSplitter(std::span<const std::uint8_t> bytes, SplitStart start, const TraceSplitter* next, const SplitTuning& tuning,
                 bool drop_pages, TraceEntrySink& reader_sink)
-      : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error), skim_error_(tuning.skim_error),
-        min_bytes_(tuning.min_bytes), min_entry_bytes_(tuning.min_entry_bytes), early_(start.early), copied_(start.memo.size()), sink_(reader_sink, trace_),
-        vm_(bytes, doc_, &sink_, false) {
+      : next_(next), wait_(tuning.wait), drop_pages_(drop_pages), base_error_(tuning.base_error),
+        skim_error_(tuning.skim_error), min_bytes_(tuning.min_bytes), min_entry_bytes_(tuning.min_entry_bytes),
+        early_(start.early), copied_(start.memo.size()), sink_(reader_sink, trace_), vm_(bytes, doc_, &sink_, false) {
     thread_ = std::thread([this, bytes, start = std::move(start)]() mutable { work(bytes, std::move(start)); });
   }
   ~TraceSplitter() { finish(); }
@@ -223,7 +224,9 @@ class TraceSplitter {
       std::size_t from = where.from;
       if (early_) {
         const MemoSkim* skim = early_->get(bytes, stop_);
-        if (!skim || bytes.size() - skim->end < min_bytes_ || skim->puts >= limits::kMaxMemoEntries) return set_start(kNone);
+        if (!skim || bytes.size() - skim->end < min_bytes_ || skim->puts >= limits::kMaxMemoEntries) {
+          return set_start(kNone);
+        }
         skimmed_ = skim->strs;
         if (skim_error_) swap_addr_and_size();
         memo = Memo::split_from_strs(Value::interned(kSplitSlotTag, 0), skim->puts, skimmed_);
@@ -237,7 +240,9 @@ class TraceSplitter {
       // (the reader checks the first ones before it starts threads at the trace).
       const bool short_entries = learned && early_ && learned->entry_bytes < min_entry_bytes_;
       std::optional<std::size_t> base;
-      if (learned && !short_entries) base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(learned->base) + base_error_);
+      if (learned && !short_entries) {
+        base = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(learned->base) + base_error_);
+      }
       if (!base || *base >= limits::kMaxMemoEntries || stop_.load(std::memory_order_relaxed)) {
         set_start(kNone);
         return;
@@ -385,7 +390,8 @@ void PickleVm::maybe_start_split() {
   const double first = split_tuning_.at > 0 ? split_tuning_.at : 1.0 / static_cast<double>(split_threads() + 1);
   const Memo copy = memo_.split_copy(Value::interned(kSplitSlotTag, 0));
   start_split_threads(first, [&](double at) {
-    return SplitStart{.memo = Memo(copy), .from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * at), .early = nullptr, .at = 0};
+    const auto from = pos_ + static_cast<std::size_t>(static_cast<double>(size_ - pos_) * at);
+    return SplitStart{.memo = Memo(copy), .from = from, .early = nullptr, .at = 0};
   });
   memo_.reset_low_water();
 }
